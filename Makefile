@@ -1,0 +1,23 @@
+# Two commands for users (see README): `make lab` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup lab test build
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+build: $(STAMP)
+	$(PY) tools/build.py
