@@ -1,0 +1,275 @@
+"""Proof of the checks library (tutor.checks, tutor.mistakes, tutor.guard, tutor.grading).
+
+- every wrong implementation in tests/catalogue/wrong_*.py fails its check with the expected diagnosis;
+- every right alternative in tests/catalogue/right_*.py passes;
+- the reference's own source, defined outside ``solutions``, passes every check;
+- the from-scratch guard refuses built-ins and the reference package;
+- grade() and report() behave as the notebooks need.
+"""
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tutor import mistakes
+from tutor.checks import CHECKS, NOT_IMPLEMENTED, run_check
+from tutor.grading import grade, report
+
+from catalogue.reference import load
+
+CATALOGUE = Path(__file__).parent / "catalogue"
+WRONG = [case for path in sorted(CATALOGUE.glob("wrong_*.py"))
+         for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
+RIGHT = [case for path in sorted(CATALOGUE.glob("right_*.py"))
+         for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
+REFERENCE = load()
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                                        "ignore:invalid value encountered:RuntimeWarning")
+
+# The mistakes issue 3 names; each needs a diagnosis id and a wrong implementation in the catalogue.
+REQUIRED = {
+    "no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax", "nan_fully_masked",
+    "split_heads_no_transpose", "merge_heads_no_transpose", "missing_w_o", "kv_swapped", "pe_sin_cos_swapped",
+    "pe_freq_factor_2", "pe_not_sliced", "ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt",
+    "missing_residual", "pre_ln_instead_of_post", "causal_diagonal_hidden", "causal_next_visible",
+    "pad_mask_queries", "cross_attn_target_mask", "embed_not_scaled", "greedy_no_eos_stop",
+}
+
+
+def _label(case):
+    return f"{case[0]}-{getattr(case[1], '__name__', case[1])}"
+
+
+@pytest.mark.parametrize("check, obj, diagnosis", WRONG, ids=[_label(c) for c in WRONG])
+def test_wrong_implementation_fails_with_its_diagnosis(check, obj, diagnosis):
+    result = run_check(check, obj)
+    assert not result.passed, result.message
+    assert result.diagnosis == diagnosis, result.message
+    assert result.case is not None
+    if diagnosis is not None:
+        assert f"[{diagnosis}]" in result.message and " / " in result.message
+
+
+@pytest.mark.parametrize("check, obj", RIGHT, ids=[_label(c) for c in RIGHT])
+def test_right_alternative_passes(check, obj):
+    result = run_check(check, obj)
+    assert result.passed, result.message
+    assert result.diagnosis is None
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_reference_source_outside_solutions_passes(check, record_property):
+    obj = REFERENCE["Transformer" if check == "greedy_decode" else check]
+    start = time.perf_counter()
+    result = run_check(check, obj)
+    record_property("seconds", round(time.perf_counter() - start, 4))
+    assert result.passed, result.message
+
+
+def test_catalogue_covers_every_required_mistake():
+    assert REQUIRED <= set(mistakes.MISTAKES)
+    assert REQUIRED <= {diagnosis for _, _, diagnosis in WRONG}
+
+
+def test_every_diagnosis_id_is_explained_bilingually():
+    source = inspect.getsource(mistakes)
+    used = set(re.findall(r'\("([a-z][a-z0-9_]+)", (?:lambda|dict\(|[a-z_]+\))', source))
+    used |= {mid for _, mid in mistakes.EXCEPTIONS}
+    assert len(used) > 30 and used <= set(mistakes.MISTAKES), used - set(mistakes.MISTAKES)
+    for zh, en in mistakes.MISTAKES.values():
+        assert zh and en and zh != en
+    assert mistakes.explain("no_scale").startswith("诊断 / diagnosis [no_scale]: ")
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_stub_is_reported_not_implemented(check):
+    ref = REFERENCE["Transformer" if check == "greedy_decode" else check]
+    if inspect.isclass(ref):
+        class Stub(nn.Module):
+            def __init__(self, *args, **kwargs):
+                super().__init__()
+                raise NotImplementedError("写你的代码 / write your code")
+        stub = Stub
+    else:
+        def stub(*args, **kwargs):
+            raise NotImplementedError("写你的代码 / write your code")
+    result = run_check(check, stub)
+    assert not result.passed and result.message.endswith(NOT_IMPLEMENTED)
+
+
+# ---------------------------------------------------------------- from scratch
+
+sdpa_alias = F.scaled_dot_product_attention  # bound to another name before any check runs
+
+
+def sdpa_calls_builtin(Q, K, V, mask=None, dropout_p=0.0, training=False):
+    out = sdpa_alias(Q, K, V, attn_mask=None if mask is None else mask.bool())
+    return out, torch.softmax(Q @ K.transpose(-2, -1), -1)
+
+
+def sdpa_swallows_the_refusal(Q, K, V, mask=None, dropout_p=0.0, training=False):
+    try:
+        F.scaled_dot_product_attention(Q, K, V)
+    except Exception:
+        pass
+    return REFERENCE["scaled_dot_product_attention"](Q, K, V, mask)
+
+
+class LayerNormBuiltin(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class MHABuiltin(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0):
+        super().__init__()
+        self.inner = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+
+
+@pytest.mark.parametrize("check, obj, builtin", [
+    ("scaled_dot_product_attention", sdpa_calls_builtin, "F.scaled_dot_product_attention"),
+    ("scaled_dot_product_attention", sdpa_swallows_the_refusal, "F.scaled_dot_product_attention"),
+    ("LayerNorm", LayerNormBuiltin, "F.layer_norm"),
+    ("MultiHeadAttention", MHABuiltin, "nn.MultiheadAttention"),
+])
+def test_builtins_are_refused(check, obj, builtin):
+    result = run_check(check, obj)
+    assert not result.passed
+    assert f"built-in {builtin}" in result.message and "从零实现" in result.message
+
+
+def test_reference_package_is_refused():
+    import solutions
+
+    class Subclass(solutions.MultiHeadAttention):
+        pass
+
+    def wrapper(Q, K, V, mask=None, dropout_p=0.0, training=False):
+        return solutions.scaled_dot_product_attention(Q, K, V, mask)
+
+    for check, obj in [("MultiHeadAttention", solutions.MultiHeadAttention), ("MultiHeadAttention", Subclass),
+                       ("scaled_dot_product_attention", wrapper), ("LayerNorm", solutions.LayerNorm)]:
+        result = run_check(check, obj)
+        assert not result.passed and "solutions" in result.message, (check, obj, result.message)
+
+
+# ---------------------------------------------------------------- messages
+
+def test_missing_contract_keys_are_named():
+    class FusedStorage(nn.Module):
+        def __init__(self, d_model, num_heads, dropout=0.0):
+            super().__init__()
+            self.W_qkv = nn.Linear(d_model, 3 * d_model)
+            self.W_o = nn.Linear(d_model, d_model)
+
+    result = run_check("MultiHeadAttention", FusedStorage)
+    assert not result.passed
+    assert "W_q.weight" in result.message and "W_qkv.weight" in result.message
+
+
+def test_shape_mismatch_says_expected_and_got():
+    def pad_mask_2d(tokens, pad_id=0):
+        return tokens != pad_id
+
+    result = run_check("make_pad_mask", pad_mask_2d)
+    assert "形状不对 / wrong shape" in result.message and "(2, 1, 1, 6)" in result.message and "(2, 6)" in result.message
+
+
+def test_failure_message_names_case_shapes_error_and_index():
+    result = run_check("scaled_dot_product_attention", REFERENCE_WRONG_NO_SCALE)
+    first, second, third = result.message.splitlines()
+    assert "case 1/5" in first and "Q (2, 2, 3, 8)" in first
+    assert "max error" in second and " at (" in second
+    assert "[no_scale]" in third
+
+
+def REFERENCE_WRONG_NO_SCALE(Q, K, V, mask=None, dropout_p=0.0, training=False):
+    scores = Q @ K.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.bool(), -1e30)
+    attn = scores.softmax(-1)
+    if mask is not None:
+        attn = attn.masked_fill(~mask.bool(), 0.0)
+    return attn @ V, attn
+
+
+def test_check_restores_rng_and_default_dtype():
+    torch.manual_seed(123)
+    np.random.seed(123)
+    expected = torch.rand(3), np.random.rand(3)
+    torch.manual_seed(123)
+    np.random.seed(123)
+    run_check("MultiHeadAttention", REFERENCE["MultiHeadAttention"])
+    assert torch.equal(torch.rand(3), expected[0]) and np.array_equal(np.random.rand(3), expected[1])
+    assert torch.get_default_dtype() == torch.float32
+
+
+# ---------------------------------------------------------------- grade / report
+
+def test_grade_prints_one_line_and_nothing_on_stderr(capsys):
+    def noisy_layer_norm_forward(self, x):
+        print("debug print from the learner")
+        sys.stderr.write("learner stderr\n")
+        return REFERENCE["LayerNorm"].forward(self, x)
+
+    Noisy = type("LayerNorm", (REFERENCE["LayerNorm"],), {"forward": noisy_layer_norm_forward})
+    grade("LayerNorm", Noisy)
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.startswith("✅ LayerNorm") and out.count("\n") == 1
+
+
+def test_grade_raises_the_bilingual_message():
+    with pytest.raises(AssertionError, match=r"\[no_scale\].* / "):
+        grade("scaled_dot_product_attention", REFERENCE_WRONG_NO_SCALE)
+
+
+def test_grade_refuses_tampered_comparison(monkeypatch):
+    monkeypatch.setattr(torch, "allclose", lambda *args, **kwargs: True)
+    with pytest.raises(AssertionError, match="torch.allclose"):
+        grade("LayerNorm", REFERENCE["LayerNorm"])
+
+
+def test_grading_module_is_read_only():
+    import tutor.grading
+
+    with pytest.raises(AttributeError):
+        tutor.grading.grade = lambda *args: None
+
+
+def test_report_never_raises(capsys):
+    assert report("scaled_dot_product_attention", REFERENCE_WRONG_NO_SCALE).diagnosis == "no_scale"
+    assert report("no_such_check", len) is None
+    out = capsys.readouterr().out
+    assert out.startswith("❌ scaled_dot_product_attention") and "[no_scale]" in out
+    assert "❌ no_such_check" in out
+
+
+def test_report_says_not_implemented(capsys):
+    def softmax(x, axis=-1):
+        raise NotImplementedError()
+
+    report("softmax", softmax)
+    assert capsys.readouterr().out.strip() == "❌ softmax: 尚未实现 / not implemented yet"
+
+
+def test_importing_tutor_does_not_import_solutions():
+    code = ("import sys, torch, numpy, tutor, tutor.grading, tutor.checks, tutor.plots\n"
+            "assert 'solutions' not in sys.modules, 'solutions imported'\n"
+            "assert tutor.integrity._snapshot")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])

@@ -1,0 +1,898 @@
+"""The comparison library: one check per contract component (COURSE_DESIGN §4, §5).
+
+    from tutor.checks import CHECKS, run_check
+    result = run_check("MultiHeadAttention", MultiHeadAttention)  # CheckResult(passed, case, message, diagnosis)
+    result.assert_ok()                                            # AssertionError(message) on failure
+
+A check receives the learner's object (a function, or a class it constructs itself with the
+contract signature), runs it on several seeded cases in float64 next to the reference package
+``solutions`` (imported lazily), copies the reference weights across with ``load_state_dict``
+(contract attribute names), compares outputs and, where training depends on it, gradients.
+The learner's code runs under ``tutor.guard.from_scratch`` (no built-in it replaces, no
+reference code). On a mismatch, ``tutor.mistakes`` names the known wrong variant the output
+matches. Copy-batch checks compare properties, since random content cannot match.
+
+Fused-QKV and similar layouts: the contract fixes the parameter names (``W_q, W_k, W_v, W_o``),
+so weights are copied by name only. A fused projection is fine when it keeps those parameters and
+fuses at compute time (``torch.cat`` of the weights, one matmul); a module that stores a single
+``W_qkv`` fails with a message listing the missing and unexpected ``state_dict`` keys.
+"""
+import math
+import re
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from . import guard, mistakes
+
+ATOL, RTOL = 1e-6, 1e-5
+
+
+@dataclass
+class CheckResult:
+    """Outcome of one check. ``diagnosis`` is a ``tutor.mistakes.MISTAKES`` id or None."""
+    name: str
+    passed: bool
+    case: str = None
+    message: str = ""
+    diagnosis: str = None
+
+    def assert_ok(self):
+        if not self.passed:
+            raise AssertionError(self.message)
+        return self
+
+
+class _Fail(Exception):
+    """A learner-facing failure that ends a check early (bad signature, missing keys, ...)."""
+
+    def __init__(self, message, diagnosis=None):
+        super().__init__(message)
+        self.diagnosis = diagnosis
+
+
+NOT_IMPLEMENTED = "尚未实现 / not implemented yet"
+RAISES = object()  # a variant that raises on a case
+
+
+# ---------------------------------------------------------------- helpers
+
+@contextmanager
+def _sandbox():
+    """Seeded, float64 by default, RNG states and default dtype restored afterwards."""
+    import numpy as np
+    import torch
+
+    torch_state, np_state, dtype = torch.get_rng_state(), np.random.get_state(), torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_rng_state(torch_state)
+        np.random.set_state(np_state)
+
+
+def _shape(v):
+    shape = getattr(v, "shape", None)
+    return tuple(shape) if shape is not None else type(v).__name__
+
+
+def _describe(inputs):
+    return ", ".join(f"{k} {_shape(v)}" for k, v in inputs.items() if hasattr(v, "shape"))
+
+
+def _learner_line(exc):
+    """'file:line: code' of the innermost frame outside torch/numpy/tutor, for error messages."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not re.search(r"(site-packages|/torch/|/numpy/|/tutor/)", f.filename)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (line {f.lineno}: {(f.line or '').strip()})"
+
+
+def _to_numpy(v):
+    import numpy as np
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+def _compare(key, expected, got):
+    """None when ``got`` matches ``expected``; otherwise a one-line bilingual reason."""
+    import numpy as np
+    import torch
+
+    if isinstance(expected, float):
+        if not isinstance(got, (float, int)) and not (isinstance(got, torch.Tensor) and got.numel() == 1):
+            return f"{key}: 应为 Python float / must be a Python float, got {type(got).__name__}"
+        g = float(got)
+        if math.isnan(g) or abs(g - expected) > ATOL + RTOL * abs(expected):
+            return f"{key}: 期望 / expected {expected:.6g}, 得到 / got {g:.6g}"
+        return None
+    if isinstance(expected, torch.Tensor):
+        if type(got) is not torch.Tensor:
+            return f"{key}: 应为 torch.Tensor / must be a plain torch.Tensor, got {type(got).__name__}"
+        if expected.dtype in (torch.bool, torch.long) and got.dtype != expected.dtype:
+            return f"{key}: dtype 应为 / must be {expected.dtype}, got {got.dtype}"
+        if expected.dtype.is_floating_point and not got.dtype.is_floating_point:
+            return f"{key}: 应为浮点张量 / must be a floating-point tensor, got {got.dtype}"
+    elif isinstance(expected, np.ndarray) and not isinstance(got, (np.ndarray, np.generic)):
+        return f"{key}: 应为 NumPy 数组 / must be a NumPy array, got {type(got).__name__}"
+    e, g = _to_numpy(expected), _to_numpy(got)
+    if e.shape != g.shape:
+        return f"{key}: 形状不对 / wrong shape: 期望 expected {tuple(e.shape)}, 得到 got {tuple(g.shape)}"
+    if e.dtype == bool or g.dtype == bool or e.dtype.kind in "iu":
+        bad = e != g
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            return (f"{key}: {int(bad.sum())} 个元素不同 / elements differ, first at {idx}: "
+                    f"expected {e[idx]}, got {g[idx]}")
+        return None
+    e, g = e.astype(np.float64), g.astype(np.float64)
+    if e.size == 0:
+        return None
+    nan = np.isnan(g) & ~np.isnan(e)
+    if nan.any():
+        idx = tuple(int(i) for i in np.argwhere(nan)[0])
+        return f"{key}: 出现 NaN / contains NaN, first at {idx} (expected {e[idx]:.6g})"
+    err = np.abs(np.nan_to_num(g - e, nan=0.0, posinf=np.inf, neginf=np.inf))
+    if not np.allclose(g, e, atol=ATOL, rtol=RTOL, equal_nan=True):
+        idx = tuple(int(i) for i in np.unravel_index(np.argmax(err), err.shape))
+        return (f"{key}: 最大误差 / max error {err[idx]:.3g} at {idx}: "
+                f"expected {e[idx]:.6g}, got {g[idx]:.6g}")
+    return None
+
+
+def _matches(expected, got):
+    return all(k in got and _compare(k, v, got[k]) is None for k, v in expected.items())
+
+
+def _unpack(ret, names, call):
+    if len(names) == 1:
+        return {names[0]: ret}
+    if not isinstance(ret, (tuple, list)) or len(ret) != len(names):
+        raise _Fail(f"{call} 应返回 / must return ({', '.join(names)}), got {type(ret).__name__}"
+                    + (f" of length {len(ret)}" if isinstance(ret, (tuple, list)) else ""))
+    return dict(zip(names, ret))
+
+
+def _perturb(module, seed):
+    """Non-default norm weights and biases: every 1-D parameter gets noise (seeded)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() == 1:
+                p.add_(0.3 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return module
+
+
+def _reference(name, *args, seed=0, **kwargs):
+    import torch
+
+    import solutions
+
+    torch.manual_seed(seed)
+    return _perturb(getattr(solutions, name)(*args, **kwargs).double(), seed + 1).eval()
+
+
+def _build(cls, args, kwargs, ref, seed=0):
+    """Construct the learner's class (seeded) and copy the reference weights by name."""
+    import torch
+
+    torch.manual_seed(seed)
+    call = f"{getattr(cls, '__name__', cls)}({', '.join([repr(a) for a in args] + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+    try:
+        module = cls(*args, **kwargs)
+    except guard.FromScratchViolation:
+        raise
+    except NotImplementedError:
+        raise _Fail(NOT_IMPLEMENTED)
+    except Exception as exc:
+        raise _Fail(f"构造 {call} 失败 / constructing {call} failed: {type(exc).__name__}: {exc}{_learner_line(exc)}")
+    if not isinstance(module, torch.nn.Module):
+        raise _Fail(f"{call} 应是 nn.Module / must be an nn.Module, got {type(module).__name__}")
+    module = module.double()
+    if ref is not None:
+        ref_keys, own = set(ref.state_dict()), set(module.state_dict())
+        missing, extra = sorted(ref_keys - own), sorted(own - ref_keys)
+        if missing:
+            diagnosis = "missing_w_o" if all(k.split(".")[-2:-1] == ["W_o"] for k in missing) else None
+            raise _Fail(f"state_dict 与契约不符 / state_dict does not follow the contract: "
+                        f"缺少 missing {missing}" + (f"; 多出 unexpected {extra}" if extra else "")
+                        + " —— 请使用契约中的属性名 / use the contract's attribute names", diagnosis)
+        try:
+            module.load_state_dict(ref.state_dict(), strict=False)
+        except RuntimeError as exc:
+            raise _Fail(f"加载参考权重失败（形状不符）/ loading the reference weights failed (shape mismatch): {exc}")
+    return module.eval()
+
+
+def _grads(out, inputs, module, seed):
+    """Backward of a fixed random projection of ``out``: gradients of inputs and parameters."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 7)
+    weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    (out * weight).sum().backward()
+    grads = {f"grad {k}": v.grad for k, v in inputs.items()}
+    if module is not None:
+        for n, p in module.named_parameters():
+            grads[f"grad {n}"] = p.grad
+    return grads
+
+
+def _leaf(t):
+    return t.detach().clone().requires_grad_(True)
+
+
+# ---------------------------------------------------------------- the engine
+
+@dataclass
+class Case:
+    label: str
+    inputs: dict  # what the learner receives; described in messages
+    extra: dict = None  # everything else the case needs
+
+    def __getitem__(self, key):
+        if key in self.inputs:
+            return self.inputs[key]
+        return self.extra[key]
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except (KeyError, TypeError):
+            return default
+
+
+def _run(name, obj, cases, learner, reference, ref_for=lambda case: None):
+    """Run ``learner(obj, case)`` (guarded) and ``reference(case)`` on every case; diagnose on failure."""
+    if (refused := _refused(name, obj)) is not None:
+        return refused
+    outcomes, failure = [], None
+    for i, case in enumerate(cases):
+        expected = reference(case)
+        try:
+            with guard.from_scratch():
+                got = learner(obj, case)
+        except guard.FromScratchViolation as exc:
+            return CheckResult(name, False, case.label, f"{name}: {exc}", None)
+        except _Fail as exc:
+            explained = f"\n  {mistakes.explain(exc.diagnosis)}" if exc.diagnosis else ""
+            return CheckResult(name, False, case.label, f"{name}: {exc}{explained}", exc.diagnosis)
+        except NotImplementedError:
+            return CheckResult(name, False, case.label, f"{name}: {NOT_IMPLEMENTED}", None)
+        except Exception as exc:  # the learner's code raised: keep going, diagnose from all cases
+            outcomes.append(exc)
+            if failure is None:
+                failure = (i, f"运行出错 / raised {type(exc).__name__}: {str(exc).strip()[:300]}{_learner_line(exc)}")
+            continue
+        outcomes.append(got)
+        if failure is None:
+            for key, value in expected.items():
+                if key not in got:
+                    failure = (i, f"{key}: 没有返回 / not returned")
+                    break
+                reason = _compare(key, value, got[key])
+                if reason:
+                    failure = (i, reason)
+                    break
+    if failure is None:
+        return CheckResult(name, True, None, f"{name}: {len(cases)} 个用例全部通过 / all {len(cases)} cases passed")
+    i, reason = failure
+    case = cases[i]
+    diagnosis = _diagnose(name, cases, outcomes, reference, ref_for, reason)
+    lines = [f"{name}: 用例 case {i + 1}/{len(cases)} 「{case.label}」 ({_describe(case.inputs)})", f"  {reason}"]
+    if diagnosis:
+        lines.append("  " + mistakes.explain(diagnosis))
+    return CheckResult(name, False, case.label, "\n".join(lines), diagnosis)
+
+
+def _diagnose(name, cases, outcomes, reference, ref_for, reason):
+    """The first known wrong variant that reproduces the learner's outcome on every case."""
+    import torch
+
+    build = mistakes.VARIANTS.get(name)
+    if build is not None:
+        table = {}  # (id, k) -> {case index: output dict or RAISES}
+        for i, case in enumerate(cases):
+            seen = {}
+            for mid, thunk in build(ref_for(case), case):
+                k = seen[mid] = seen.get(mid, -1) + 1
+                try:
+                    with torch.no_grad():
+                        out = thunk()
+                except Exception:
+                    out = RAISES
+                table.setdefault((mid, k), {})[i] = out
+        for (mid, _), per_case in table.items():
+            wrong = agree = False
+            ok = True
+            for i, got in enumerate(outcomes):
+                variant = per_case.get(i)
+                if variant is None:
+                    continue
+                if isinstance(got, Exception):
+                    ok = variant is RAISES
+                    wrong = True
+                elif variant is RAISES or not _matches(variant, got):
+                    ok = False
+                else:
+                    agree = True
+                    wrong = wrong or not _matches(reference(cases[i]), got)
+                if not ok:
+                    break
+            if ok and wrong and agree:
+                return mid
+    for exc in outcomes:
+        if isinstance(exc, Exception):
+            for fragment, mid in mistakes.EXCEPTIONS:
+                if fragment in str(exc):
+                    return mid
+    return None
+
+
+def _randn(gen, *shape, scale=1.0):
+    import torch
+
+    return scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+def _attention_cases():
+    """SDPA cases: 4-D and 3-D, T_q != T_k, d_v != d_k, padding/causal/combined masks, a fully masked row, 0/1 ints."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    cases = []
+
+    def add(label, q_shape, T_k, d_v, mask=None):
+        *lead, T_q, d_k = q_shape
+        inputs = {"Q": _randn(g, *q_shape), "K": _randn(g, *lead, T_k, d_k), "V": _randn(g, *lead, T_k, d_v)}
+        if mask is not None:
+            inputs["mask"] = mask
+        cases.append(Case(label, inputs))
+
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))[None, None]
+    pad = torch.tensor([[True, True, True, True], [False, True, True, False]])[:, None, None, :]
+    add("无掩码 / no mask, B=2 H=2 T_q=3 T_k=5 d_k=8 d_v=6", (2, 2, 3, 8), 5, 6)
+    add("B=1 H=1, 键填充掩码 / key padding mask", (1, 1, 4, 8), 5, 3,
+        torch.tensor([[True, True, True, False, False]])[:, None, None, :])
+    add("因果掩码 / causal mask, T=4", (2, 3, 4, 4), 4, 4, causal)
+    add("填充 & 因果，含整行被屏蔽 / padding & causal with a fully masked row", (2, 2, 4, 8), 4, 5, pad & causal)
+    add("0/1 整数掩码、3 维输入 / 0/1 integer mask, 3-D inputs", (2, 3, 8), 5, 4,
+        torch.tensor([[[1, 1, 0, 1, 0]], [[0, 0, 0, 0, 0]]]))
+    return cases
+
+
+def _cached(case, compute):
+    """The reference outcome of a case, computed once."""
+    if case.extra is None:
+        case.extra = {}
+    if "_ref" not in case.extra:
+        case.extra["_ref"] = compute()
+    return case.extra["_ref"]
+
+
+def _detached(out):
+    import torch
+
+    return {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+
+
+def _function_check(name, names, call, reference_fn, grads=()):
+    """(learner, reference) for a function. ``call(fn, case, leaves)`` -> raw return;
+    ``grads``: input names whose gradients (of the first output) are compared."""
+    import torch
+
+    def outputs(fn, case, label):
+        leaves = {k: _leaf(case[k]) for k in grads if k in case.inputs}
+        got = _unpack(call(fn, case, leaves), names, label)
+        first = got.get(names[0])
+        if leaves and isinstance(first, torch.Tensor) and first.requires_grad:
+            got.update(_grads(first, leaves, None, 0))
+        return got
+
+    learner = lambda fn, case: outputs(fn, case, name)  # noqa: E731
+    reference = lambda case: _cached(case, lambda: _detached(outputs(reference_fn, case, name)))  # noqa: E731
+    return learner, reference
+
+
+def _module_check(name, names, make_args, forward, grads=(), load=True):
+    """(learner, reference, ref_for) for a class. ``make_args(case)`` -> (args, kwargs) of the
+    constructor; ``forward(module, case, leaves)`` -> raw return."""
+    import torch
+
+    refs = {}
+
+    def ref_for(case):
+        args, kwargs = make_args(case)
+        key = repr((args, sorted(kwargs.items())))
+        if key not in refs:
+            refs[key] = _reference(name, *args, **kwargs)
+        return refs[key]
+
+    def outputs(module, case, label):
+        leaves = {k: _leaf(case[k]) for k in grads if k in case.inputs}
+        got = _unpack(forward(module, case, leaves), names, label)
+        first = got.get(names[0])
+        if isinstance(first, torch.Tensor) and first.requires_grad:
+            got.update(_grads(first, leaves, module, 0))
+        return got
+
+    def learner(cls, case):
+        args, kwargs = make_args(case)
+        return outputs(_build(cls, args, kwargs, ref_for(case) if load else None), case, f"{name}.forward")
+
+    def reference(case):
+        def compute():
+            module = ref_for(case)
+            module.zero_grad(set_to_none=True)
+            out = _detached(outputs(module, case, name))
+            module.zero_grad(set_to_none=True)
+            return out
+        return _cached(case, compute)
+
+    return learner, reference, ref_for
+
+
+def check_MultiHeadAttention(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(2)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
+    cases = []
+
+    def add(label, d_model, H, B, T_q, T_k=None, mask=None):
+        inputs = {"x_q": _randn(g, B, T_q, d_model, scale=2.0)}
+        if T_k is not None:
+            inputs["x_kv"] = _randn(g, B, T_k, d_model, scale=2.0)
+        if mask is not None:
+            inputs["mask"] = mask
+        cases.append(Case(label, inputs, {"d_model": d_model, "H": H}))
+
+    add("自注意力 / self-attention, B=2 T=5 d_model=16 H=4", 16, 4, 2, 5)
+    add("交叉注意力 + 键填充 / cross-attention + key padding, T_q=3 T_k=6 H=4", 16, 4, 2, 3, 6,
+        torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :])
+    add("B=1 H=1, 因果 / causal, d_model=8", 8, 1, 1, 4, mask=causal[..., :4, :4])
+    pad = torch.tensor([[True, True, True, True, True], [False, True, True, True, False]])[:, None, None, :]
+    add("填充 & 因果，含整行被屏蔽 / padding & causal, a fully masked row, d_model=12 H=2", 12, 2, 2, 5, mask=pad & causal)
+
+    def forward(m, case, x):
+        return m(x["x_q"], x.get("x_kv", x["x_q"]), case.get("mask"))
+
+    learner, reference, ref_for = _module_check(
+        "MultiHeadAttention", ("out", "attn"), lambda case: ((case["d_model"], case["H"]), {}), forward,
+        grads=("x_q", "x_kv"))
+    return _run("MultiHeadAttention", cls, cases, learner, reference, ref_for)
+
+
+def check_ScaledDotProductAttention(cls):
+    cases = _attention_cases()[:4]
+    forward = lambda m, case, x: m(x["Q"], x["K"], x["V"], case.get("mask"))  # noqa: E731
+    learner, reference, ref_for = _module_check(
+        "ScaledDotProductAttention", ("out", "attn"), lambda case: ((), {"dropout": 0.5}), forward,
+        grads=("Q", "K", "V"), load=False)
+    return _run("ScaledDotProductAttention", cls, cases, learner, reference, ref_for)
+
+
+def check_scaled_dot_product_attention(fn):
+    import solutions
+
+    call = lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask"))  # noqa: E731
+    learner, reference = _function_check("scaled_dot_product_attention", ("out", "attn"), call,
+                                         solutions.scaled_dot_product_attention, grads=("Q", "K", "V"))
+    return _run("scaled_dot_product_attention", fn, _attention_cases(), learner, reference)
+
+
+def check_attention_numpy(fn):
+    import solutions
+
+    cases = [Case(c.label, {k: v.numpy() for k, v in c.inputs.items()}) for c in _attention_cases()]
+    call = lambda f, case, _: f(*(case[k].copy() for k in ("Q", "K", "V")), case.get("mask"))  # noqa: E731
+    learner, reference = _function_check("attention_numpy", ("out", "weights"), call, solutions.attention_numpy)
+    return _run("attention_numpy", fn, cases, learner, reference)
+
+
+def check_softmax(fn):
+    import numpy as np
+
+    import solutions
+
+    rng = np.random.default_rng(0)
+    cases = [Case("axis=-1, 2 维 / 2-D", {"x": rng.normal(size=(2, 5)) * 3}, {"axis": -1}),
+             Case("大输入 / large inputs (~1000)", {"x": rng.normal(size=(3, 4)) + 1000.0}, {"axis": -1}),
+             Case("axis=0, 3 维 / 3-D", {"x": rng.normal(size=(3, 4, 5))}, {"axis": 0}),
+             Case("很负的输入 / very negative inputs, axis=1", {"x": rng.normal(size=(2, 3)) - 1000.0}, {"axis": 1}),
+             Case("1 维 / 1-D", {"x": rng.normal(size=(6,))}, {"axis": -1})]
+    call = lambda f, case, _: f(case["x"].copy(), axis=case["axis"])  # noqa: E731
+    learner, reference = _function_check("softmax", ("y",), call, solutions.softmax)
+    return _run("softmax", fn, cases, learner, reference)
+
+
+def check_sinusoidal_positional_encoding(fn):
+    import solutions
+
+    cases = [Case(f"max_len={m}, d_model={d}", {}, {"max_len": m, "d_model": d})
+             for m, d in ((10, 16), (50, 8), (7, 5), (1, 4))]
+    call = lambda f, case, _: f(case["max_len"], case["d_model"])  # noqa: E731
+    learner, reference = _function_check("sinusoidal_positional_encoding", ("pe",), call,
+                                         solutions.sinusoidal_positional_encoding)
+    return _run("sinusoidal_positional_encoding", fn, cases, learner, reference)
+
+
+def check_PositionalEncoding(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(3)
+    cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
+             for d, m, b, t in ((16, 20, 2, 7), (5, 9, 1, 9), (8, 30, 3, 1))]
+
+    def forward(m, case, x):
+        pe = getattr(m, "pe", None)
+        if pe is None:
+            raise _Fail("缺少缓冲区 pe / the buffer pe is missing: self.register_buffer('pe', ...)")
+        return pe, m(case["x"])
+
+    learner, reference, ref_for = _module_check(
+        "PositionalEncoding", ("pe", "out"), lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
+        forward, grads=(), load=False)
+    return _run("PositionalEncoding", cls, cases, learner, reference, ref_for)
+
+
+def check_FeedForward(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(4)
+    cases = [Case("relu, x (2, 5, 8), d_ff=32", {"x": _randn(g, 2, 5, 8)}, {"d_ff": 32, "activation": "relu"}),
+             Case("gelu, x (1, 3, 8), d_ff=16", {"x": _randn(g, 1, 3, 8)}, {"d_ff": 16, "activation": "gelu"}),
+             Case("relu, 2 维输入 / 2-D input x (4, 8)", {"x": _randn(g, 4, 8)}, {"d_ff": 24, "activation": "relu"})]
+    learner, reference, ref_for = _module_check(
+        "FeedForward", ("out",), lambda case: ((case["x"].size(-1), case["d_ff"]), {"activation": case["activation"]}),
+        lambda m, case, x: m(x["x"]), grads=("x",))
+    return _run("FeedForward", cls, cases, learner, reference, ref_for)
+
+
+def _norm_cases(seed):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return [Case("x (2, 5, 8)", {"x": _randn(g, 2, 5, 8, scale=3.0) + 1.0}, {"eps": 1e-5}),
+            Case("小方差输入 / small-variance input (std 1e-3)", {"x": _randn(g, 2, 4, 8, scale=1e-3)}, {"eps": 1e-5}),
+            Case("B=1, eps=1e-3", {"x": _randn(g, 1, 3, 8)}, {"eps": 1e-3}),
+            Case("2 维输入 / 2-D input x (4, 8)", {"x": _randn(g, 4, 8, scale=0.5)}, {"eps": 1e-5})]
+
+
+def check_LayerNorm(cls):
+    learner, reference, ref_for = _module_check(
+        "LayerNorm", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
+        lambda m, case, x: m(x["x"]), grads=("x",))
+    return _run("LayerNorm", cls, _norm_cases(5), learner, reference, ref_for)
+
+
+def check_RMSNorm(cls):
+    learner, reference, ref_for = _module_check(
+        "RMSNorm", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
+        lambda m, case, x: m(x["x"]), grads=("x",))
+    return _run("RMSNorm", cls, _norm_cases(6), learner, reference, ref_for)
+
+
+def check_ResidualLayerNorm(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(7)
+    cases = []
+    for c in _norm_cases(7):
+        c.inputs["sublayer_out"] = _randn(g, *c["x"].shape, scale=float(c["x"].std()))
+        cases.append(c)
+    learner, reference, ref_for = _module_check(
+        "ResidualLayerNorm", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
+        lambda m, case, x: m(x["x"], x["sublayer_out"]), grads=("x", "sublayer_out"))
+    return _run("ResidualLayerNorm", cls, cases, learner, reference, ref_for)
+
+
+def check_PreLNResidual(cls):
+    import torch
+
+    cases = _norm_cases(8)
+    for c in cases:
+        d = c["x"].size(-1)
+        torch.manual_seed(9)
+        lin = torch.nn.Linear(d, d).double()
+        c.extra["sublayer"] = lambda h, lin=lin: torch.tanh(lin(h))
+    learner, reference, ref_for = _module_check(
+        "PreLNResidual", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
+        lambda m, case, x: m(x["x"], case["sublayer"]), grads=("x",))
+    return _run("PreLNResidual", cls, cases, learner, reference, ref_for)
+
+
+def check_make_pad_mask(fn):
+    import torch
+
+    import solutions
+
+    cases = [Case("pad_id=0, B=2 T=6", {"tokens": torch.tensor([[5, 3, 4, 0, 0, 0], [7, 7, 8, 9, 3, 0]])}, {"pad_id": 0}),
+             Case("pad_id=9, B=1 T=4", {"tokens": torch.tensor([[9, 4, 9, 9]])}, {"pad_id": 9}),
+             Case("无填充 / no padding, B=3 T=2", {"tokens": torch.tensor([[1, 2], [3, 4], [5, 6]])}, {"pad_id": 0})]
+    call = lambda f, case, _: f(case["tokens"].clone(), case["pad_id"])  # noqa: E731
+    learner, reference = _function_check("make_pad_mask", ("mask",), call, solutions.make_pad_mask)
+    return _run("make_pad_mask", fn, cases, learner, reference)
+
+
+def check_make_subsequent_mask(fn):
+    import solutions
+
+    cases = [Case(f"T={T}", {}, {"T": T}) for T in (4, 1, 7)]
+    call = lambda f, case, _: f(case["T"])  # noqa: E731
+    learner, reference = _function_check("make_subsequent_mask", ("mask",), call, solutions.make_subsequent_mask)
+    return _run("make_subsequent_mask", fn, cases, learner, reference)
+
+
+def _pad_causal(keep):
+    import torch
+
+    T = keep.size(1)
+    return keep[:, None, None, :] & torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None]
+
+
+def check_EncoderLayer(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(10)
+    keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    cases = [Case("键填充 / key padding, B=2 T=5 d_model=16 H=4", {"x": _randn(g, 2, 5, 16), "src_mask": keep[:, None, None, :]},
+                  {"cfg": (16, 4, 32)}),
+             Case("无掩码 / no mask, B=1 T=3 d_model=8 H=1", {"x": _randn(g, 1, 3, 8)}, {"cfg": (8, 1, 16)})]
+    learner, reference, ref_for = _module_check(
+        "EncoderLayer", ("out", "attn"), lambda case: (case["cfg"], {"dropout": 0.1}),
+        lambda m, case, x: m(x["x"], case.get("src_mask")), grads=("x",))
+    return _run("EncoderLayer", cls, cases, learner, reference, ref_for)
+
+
+def check_DecoderLayer(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(11)
+    keep_t = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
+    keep_s = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)
+    keep_5 = torch.tensor([[1, 1, 1, 1, 0]], dtype=torch.bool)
+    cases = [Case("因果 & 填充 / causal & padding, T_t=4 T_s=6 d_model=16 H=4",
+                  {"y": _randn(g, 2, 4, 16), "memory": _randn(g, 2, 6, 16), "tgt_mask": _pad_causal(keep_t),
+                   "memory_mask": keep_s[:, None, None, :]}, {"cfg": (16, 4, 32)}),
+             Case("T_t = T_s = 5, B=1 H=2",
+                  {"y": _randn(g, 1, 5, 8), "memory": _randn(g, 1, 5, 8), "tgt_mask": _pad_causal(torch.ones(1, 5, dtype=torch.bool)),
+                   "memory_mask": keep_5[:, None, None, :]}, {"cfg": (8, 2, 16)})]
+
+    def forward(m, case, x):
+        y, weights = m(x["y"], x["memory"], case.get("tgt_mask"), case.get("memory_mask"))
+        if not isinstance(weights, (tuple, list)) or len(weights) != 2:
+            raise _Fail("DecoderLayer.forward 应返回 (y, (self_attn_w, cross_attn_w)) / "
+                        "must return (y, (self_attn_w, cross_attn_w))")
+        return y, weights[0], weights[1]
+
+    learner, reference, ref_for = _module_check(
+        "DecoderLayer", ("out", "self_attn", "cross_attn"), lambda case: (case["cfg"], {"dropout": 0.1}), forward,
+        grads=("y", "memory"))
+    return _run("DecoderLayer", cls, cases, learner, reference, ref_for)
+
+
+TRANSFORMER_CFG = dict(d_model=16, num_heads=2, d_ff=32, num_layers=2, dropout=0.1, max_len=32, pad_id=0)
+
+
+def check_Transformer(cls):
+    import torch
+
+    cases = [Case("B=2, T_s=7 T_t=5, 源和目标都有填充 / padding in source and target",
+                  {"src": torch.tensor([[5, 3, 8, 4, 9, 2, 0], [7, 6, 2, 0, 0, 0, 0]]),
+                   "tgt_in": torch.tensor([[1, 5, 3, 8, 4], [1, 7, 6, 0, 0]])}),
+             Case("B=1, T_s = T_t = 6", {"src": torch.tensor([[3, 4, 5, 6, 7, 2]]),
+                                          "tgt_in": torch.tensor([[1, 3, 4, 5, 6, 7]])})]
+    learner, reference, ref_for = _module_check(
+        "Transformer", ("logits",), lambda case: ((11, 13), TRANSFORMER_CFG),
+        lambda m, case, x: m(case["src"], case["tgt_in"]), grads=())
+    return _run("Transformer", cls, cases, learner, reference, ref_for)
+
+
+_EOS_SHIFT = {}  # the EOS bias shift found for the greedy case, computed once per process
+
+
+def _greedy_case(ref):
+    """A case where the reference decodes rows that finish at different steps, before the limit.
+
+    A random model rarely stops where a test needs it: the EOS logit bias of ``ref`` is shifted
+    step by step until the reference output shows early stopping and padding (computed, never
+    hard-coded; remembered for the process)."""
+    import torch
+
+    src = torch.tensor([[5, 3, 8, 4, 9, 2, 0], [7, 6, 2, 0, 0, 0, 0], [4, 4, 5, 6, 7, 8, 2]])
+    case = Case("B=3, max_new_tokens=8, 各行在不同步结束 / rows finish at different steps",
+                {"src": src}, {"bos_id": 1, "eos_id": 2, "max_new_tokens": 8})
+    base = ref.out_proj.bias.detach().clone()
+    shifts = [_EOS_SHIFT["shift"]] if "shift" in _EOS_SHIFT else sorted(torch.arange(-8.0, 8.0, 0.25).tolist(), key=abs)
+    for shift in shifts:
+        with torch.no_grad():
+            ref.out_proj.bias.copy_(base)
+            ref.out_proj.bias[2] += shift
+            ys = ref.greedy_decode(src, 1, 2, 8)
+        first_eos = [(row == 2).nonzero()[:1] for row in ys]
+        if ys.size(1) < 9 and all(len(f) for f in first_eos) and len({int(f) for f in first_eos}) > 1:
+            _EOS_SHIFT["shift"] = shift
+            return case
+    raise RuntimeError("internal: no EOS bias gives early stopping")
+
+
+def check_greedy_decode(cls):
+    ref = _reference("Transformer", 11, 13, **TRANSFORMER_CFG)
+    cases = [_greedy_case(ref)]
+    decode = lambda m, case: m.greedy_decode(case["src"], case["bos_id"], case["eos_id"], case["max_new_tokens"])  # noqa: E731
+    learner = lambda c, case: {"tokens": decode(_build(c, (11, 13), TRANSFORMER_CFG, ref), case)}  # noqa: E731
+    reference = lambda case: _cached(case, lambda: {"tokens": decode(ref, case)})  # noqa: E731
+    return _run("greedy_decode", cls, cases, learner, reference, lambda case: ref)
+
+
+def check_LearnedPositionalEmbedding(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(12)
+    cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
+             for d, m, b, t in ((16, 20, 2, 7), (5, 9, 1, 9))]
+    learner, reference, ref_for = _module_check(
+        "LearnedPositionalEmbedding", ("out",), lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
+        lambda m, case, x: m(x["x"]), grads=("x",))
+    return _run("LearnedPositionalEmbedding", cls, cases, learner, reference, ref_for)
+
+
+def check_apply_rope(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(13)
+    cases = [Case("x (2, 2, 5, 8)", {"x": _randn(g, 2, 2, 5, 8)}), Case("x (3, 4)", {"x": _randn(g, 3, 4)})]
+    call = lambda f, case, x: f(x["x"])  # noqa: E731
+    learner, reference = _function_check("apply_rope", ("out",), call, solutions.apply_rope, grads=("x",))
+    return _run("apply_rope", fn, cases, learner, reference)
+
+
+def check_copy_loss(fn):
+    import torch
+
+    import solutions.copy_task
+
+    g = torch.Generator().manual_seed(14)
+    cases = [Case("B=2 T=5 V=7, 有填充 / with padding", {"logits": _randn(g, 2, 5, 7, scale=2.0),
+                                                       "tgt_out": torch.tensor([[3, 4, 5, 2, 0], [6, 2, 0, 0, 0]])}, {"pad_id": 0}),
+             Case("pad_id=6, B=1", {"logits": _randn(g, 1, 4, 7), "tgt_out": torch.tensor([[3, 2, 6, 6]])}, {"pad_id": 6})]
+    call = lambda f, case, x: f(x["logits"], case["tgt_out"].clone(), case["pad_id"])  # noqa: E731
+    learner, reference = _function_check("copy_loss", ("loss",), call, solutions.copy_task.copy_loss, grads=("logits",))
+    return _run("copy_loss", fn, cases, learner, reference)
+
+
+def check_exact_match(fn):
+    import torch
+
+    import solutions.copy_task
+
+    tgt = torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0], [6, 7, 8, 2], [4, 2, 0, 0]])
+    cases = [Case("一行错 / one row wrong before EOS",
+                  {"pred": torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0], [6, 7, 3, 2], [4, 2, 0, 0]]), "tgt_out": tgt}),
+             Case("EOS 之后不同 / differences after EOS only",
+                  {"pred": torch.tensor([[3, 4, 2, 9], [5, 2, 7, 7], [6, 7, 8, 2], [4, 2, 3, 3]]), "tgt_out": tgt}),
+             Case("pred 更短 / pred shorter than the target",
+                  {"pred": torch.tensor([[3, 4, 2], [5, 2, 0], [6, 7, 8], [4, 9, 0]]), "tgt_out": tgt})]
+    for c in cases:
+        c.extra = {"eos_id": 2, "pad_id": 0}
+    call = lambda f, case, _: f(case["pred"].clone(), case["tgt_out"].clone(), 2, 0)  # noqa: E731
+    learner, reference = _function_check("exact_match", ("score",), call, solutions.copy_task.exact_match)
+    return _run("exact_match", fn, cases, learner, reference, lambda case: solutions.copy_task.exact_match)
+
+
+def _copy_batch_properties(batch, B, V, min_len, max_len):
+    """None when a batch follows the copy-task contract, else the first broken property."""
+    import torch
+
+    PAD, BOS, EOS = 0, 1, 2
+    if not isinstance(batch, (tuple, list)) or len(batch) != 3:
+        return "应返回 (src, tgt_in, tgt_out) 三个张量 / must return three tensors (src, tgt_in, tgt_out)"
+    for name, t in zip(("src", "tgt_in", "tgt_out"), batch):
+        if type(t) is not torch.Tensor or t.dtype != torch.long:
+            return f"{name}: 应为 LongTensor / must be a LongTensor, got {getattr(t, 'dtype', type(t).__name__)}"
+        if tuple(t.shape) != (B, max_len + 1):
+            return f"{name}: 形状不对 / wrong shape: expected {(B, max_len + 1)}, got {tuple(t.shape)}"
+    src, tgt_in, tgt_out = batch
+    if not torch.equal(src, tgt_out):
+        return "tgt_out 应等于 src / tgt_out must equal src"
+    for r in range(B):
+        eos = (src[r] == EOS).nonzero().flatten()
+        if len(eos) != 1:
+            return f"src 第 {r} 行应恰好有一个 EOS / row {r} of src must hold exactly one EOS: {src[r].tolist()}"
+        L = int(eos[0])
+        x = src[r, :L]
+        if not min_len <= L <= max_len:
+            return f"第 {r} 行长度 {L} 不在 [{min_len}, {max_len}] / row {r} length {L} outside [{min_len}, {max_len}]"
+        if len(x) and (x.min() < 3 or x.max() >= V):
+            return f"内容词元应在 [3, {V}) / content tokens must lie in [3, {V}): row {r} {src[r].tolist()}"
+        if (src[r, L + 1:] != PAD).any():
+            return f"src 第 {r} 行 EOS 之后应全为 PAD / after EOS, row {r} of src must be PAD: {src[r].tolist()}"
+        expected_in = torch.cat([torch.tensor([BOS]), x, torch.full((max_len - L,), PAD)])
+        if not torch.equal(tgt_in[r], expected_in):
+            return (f"tgt_in 第 {r} 行应为 [BOS] + x + PAD / row {r} of tgt_in must be [BOS] + x + PAD: "
+                    f"expected {expected_in.tolist()}, got {tgt_in[r].tolist()}")
+    return None
+
+
+def check_make_copy_batch(fn):
+    import torch
+
+    if (problem := _refused("make_copy_batch", fn)) is not None:
+        return problem
+    cases = [("B=64, V=10, len 2..6", (64, 10, 2, 6)), ("B=1, V=4, len 3..3", (1, 4, 3, 3)),
+             ("B=32, V=20, len 1..8", (32, 20, 1, 8))]
+    for label, (B, V, lo, hi) in cases:
+        try:
+            with guard.from_scratch():
+                first = fn(B, V, lo, hi, generator=torch.Generator().manual_seed(0))
+                again = fn(B, V, lo, hi, generator=torch.Generator().manual_seed(0))
+        except NotImplementedError:
+            return CheckResult("make_copy_batch", False, label, f"make_copy_batch: {NOT_IMPLEMENTED}")
+        except Exception as exc:
+            return CheckResult("make_copy_batch", False, label, f"make_copy_batch: 用例 case 「{label}」: "
+                               f"运行出错 / raised {type(exc).__name__}: {exc}{_learner_line(exc)}")
+        problem = _copy_batch_properties(first, B, V, lo, hi)
+        if problem is None and not all(torch.equal(a, b) for a, b in zip(first, again)):
+            problem = "同一个 generator 种子应得到相同的批次 / the same generator seed must give the same batch"
+        if problem is None and B > 8 and len({int((row == 2).nonzero()[0]) for row in first[0]}) < 2:
+            problem = "长度应在 [min_len, max_len] 内随机变化 / lengths must vary within [min_len, max_len]"
+        if problem is not None:
+            return CheckResult("make_copy_batch", False, label, f"make_copy_batch: 用例 case 「{label}」: {problem}")
+    return CheckResult("make_copy_batch", True, None,
+                       f"make_copy_batch: {len(cases)} 个用例全部通过 / all {len(cases)} cases passed")
+
+
+def _refused(name, obj):
+    try:
+        guard.refuse_reference(obj)
+    except guard.FromScratchViolation as exc:
+        return CheckResult(name, False, None, f"{name}: {exc}")
+    return None
+
+
+CHECKS = {
+    "softmax": check_softmax,
+    "attention_numpy": check_attention_numpy,
+    "scaled_dot_product_attention": check_scaled_dot_product_attention,
+    "ScaledDotProductAttention": check_ScaledDotProductAttention,
+    "MultiHeadAttention": check_MultiHeadAttention,
+    "sinusoidal_positional_encoding": check_sinusoidal_positional_encoding,
+    "PositionalEncoding": check_PositionalEncoding,
+    "FeedForward": check_FeedForward,
+    "LayerNorm": check_LayerNorm,
+    "ResidualLayerNorm": check_ResidualLayerNorm,
+    "make_pad_mask": check_make_pad_mask,
+    "make_subsequent_mask": check_make_subsequent_mask,
+    "EncoderLayer": check_EncoderLayer,
+    "DecoderLayer": check_DecoderLayer,
+    "Transformer": check_Transformer,
+    "greedy_decode": check_greedy_decode,
+    "make_copy_batch": check_make_copy_batch,
+    "copy_loss": check_copy_loss,
+    "exact_match": check_exact_match,
+    # bonus
+    "RMSNorm": check_RMSNorm,
+    "LearnedPositionalEmbedding": check_LearnedPositionalEmbedding,
+    "apply_rope": check_apply_rope,
+    "PreLNResidual": check_PreLNResidual,
+}
+
+
+def run_check(name, obj):
+    """Run the check ``name`` on the learner's object; never raises for a wrong answer."""
+    if name not in CHECKS:
+        raise KeyError(f"未知检查 / unknown check {name!r}; known: {', '.join(CHECKS)}")
+    with _sandbox():
+        return CHECKS[name](obj)

@@ -1,0 +1,561 @@
+"""Known wrong variants of the contract components, for diagnosis.
+
+When a learner's output differs from the reference, ``tutor.checks`` computes each known wrong
+variant on the *same* case with the *same* weights and names the one the learner's output
+matches. ``MISTAKES`` maps a diagnosis id to its bilingual explanation; ``VARIANTS`` maps a check
+name to a function ``(reference, case) -> [(diagnosis_id, thunk)]`` whose thunks return the wrong
+output in the check's output format (a dict of named tensors/arrays, a subset of the check's keys).
+``EXCEPTIONS`` maps error-message fragments to a diagnosis for learners whose code raises.
+
+Every variant is written from the reference's building blocks (its weights and sub-modules), so
+a diagnosis means "your output equals what this exact bug produces", not a guess.
+"""
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MISTAKES = {
+    # attention
+    "no_scale": ("注意力分数没有除以 √d_k：d_k 大时 softmax 饱和、梯度消失",
+                 "scores are not divided by √d_k: for large d_k the softmax saturates and gradients vanish"),
+    "scale_by_dk": ("除以了 d_k 而不是 √d_k：Q·K 的方差是 d_k，要除以标准差 √d_k",
+                    "divided by d_k instead of √d_k: Q·K has variance d_k, divide by its std √d_k"),
+    "scale_by_d_model": ("多头里按 √d_model 缩放了：每个头的点积只有 d_k = d_model / H 维，应除以 √d_k",
+                         "scaled by √d_model in multi-head attention: each head's dot product has d_k = d_model / H terms, divide by √d_k"),
+    "softmax_wrong_axis": ("softmax 的轴错了：应在最后一维（对每个查询的所有键）归一化",
+                           "softmax over the wrong axis: normalise over the last axis (all keys of one query)"),
+    "mask_inverted": ("掩码约定反了：本课程 True = 可以关注，True 的位置要保留，False 的位置才屏蔽",
+                      "mask convention inverted: in this course True = may attend; block the False positions, keep the True ones"),
+    "mask_after_softmax": ("在 softmax 之后才屏蔽：被屏蔽位置置 0 后每行之和不再是 1；应在 softmax 之前把分数设为很大的负数",
+                           "mask applied after the softmax: zeroing weights afterwards leaves rows that do not sum to 1; fill the scores before the softmax"),
+    "mask_multiplies_scores": ("用掩码乘分数：被屏蔽的分数变成 0 而不是很大的负数，仍然分到权重",
+                               "the mask multiplies the scores: blocked scores become 0, not a large negative number, and still get weight"),
+    "nan_fully_masked": ("用 -inf 填充后，整行都被屏蔽的查询得到 NaN；契约要求这样的行输出全 0",
+                         "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for zeros there"),
+    "fully_masked_uniform": ("整行都被屏蔽时得到均匀权重（用了有限的大负数却没把被屏蔽的权重清零）；契约要求全 0",
+                             "a fully blocked row gets uniform weights (a finite large negative fill without zeroing the blocked weights); the contract asks for zeros"),
+    "mask_not_bool": ("掩码可能是 0/1 整数：先 mask.to(torch.bool) 再用 ~mask 或 masked_fill",
+                      "the mask may be 0/1 integers: convert with mask.to(torch.bool) before ~mask or masked_fill"),
+    # multi-head attention
+    "split_heads_no_transpose": ("拆头时直接 view 成 (B, H, T, d_k)：这会把不同词元的数字混进一个头；应先 view(B, T, H, d_k) 再 transpose(1, 2)",
+                                 "heads split by a straight view to (B, H, T, d_k): that mixes numbers of different tokens into one head; view(B, T, H, d_k) then transpose(1, 2)"),
+    "merge_heads_no_transpose": ("合并头时没有先 transpose(1, 2) 回 (B, T, H, d_k)：直接 view 成 (B, T, d_model) 会打乱词元",
+                                 "heads merged without transpose(1, 2) back to (B, T, H, d_k): a straight view to (B, T, d_model) scrambles the tokens"),
+    "view_without_contiguous": ("transpose 之后的张量不连续，不能直接 view：先 .contiguous() 或改用 reshape",
+                                "a transposed tensor is not contiguous and cannot be viewed: call .contiguous() first or use reshape"),
+    "missing_w_o": ("缺少输出投影 W_o：合并各头之后还要再乘 W_o",
+                    "the output projection W_o is missing: apply W_o after merging the heads"),
+    "kv_swapped": ("K 和 V 用反了：键（用来打分）来自 W_k，值（被加权求和）来自 W_v",
+                   "K and V are swapped: keys (scored against queries) come from W_k, values (averaged) from W_v"),
+    # positional encoding
+    "pe_sin_cos_swapped": ("sin 和 cos 放反了：偶数列是 sin，奇数列是 cos",
+                           "sin and cos are swapped: even columns are sin, odd columns cos"),
+    "pe_freq_factor_2": ("频率差了 2 倍：指数应是 2i/d_model，其中 i 是第几对（列号 2i 和 2i+1 共用一个频率）",
+                         "frequencies off by a factor 2 in the exponent: it is 2i/d_model with i the pair index (columns 2i and 2i+1 share one frequency)"),
+    "pe_sin_cos_halves": ("把 sin 放在前一半列、cos 放在后一半列：契约要求交错排列（偶数列 sin，奇数列 cos）",
+                          "sin in the first half of the columns and cos in the second: the contract interleaves them (even columns sin, odd cos)"),
+    "pe_not_sliced": ("位置编码没有按序列长度切片：应加 pe[:, :T]，而不是整个 max_len 长的表",
+                      "the positional table is not sliced to the sequence length: add pe[:, :T], not the whole max_len table"),
+    "rope_half_split": ("RoPE 配对方式不对：本课程把相邻的 (2i, 2i+1) 配成一对，而不是 (i, i + d/2)",
+                        "RoPE pairs the wrong features: this course rotates adjacent pairs (2i, 2i+1), not (i, i + d/2)"),
+    "rope_rotation_inverted": ("RoPE 旋转方向反了：out[2i] = x[2i]·cos − x[2i+1]·sin",
+                               "RoPE rotates the wrong way: out[2i] = x[2i]·cos − x[2i+1]·sin"),
+    # FFN, normalisation, residual
+    "ffn_no_activation": ("FFN 两层之间缺少激活函数：没有非线性，两层等于一层",
+                          "the FFN has no activation between its layers: without a non-linearity two layers collapse into one"),
+    "ffn_wrong_activation": ("激活函数与 activation 参数不一致（relu / gelu）",
+                             "the activation does not follow the activation argument (relu / gelu)"),
+    "ffn_activation_after_fc2": ("在 fc2 之后又加了一次激活：FFN 的输出不能被截断为非负",
+                                 "an activation after fc2: the FFN output must not be clipped"),
+    "ln_wrong_axis": ("LayerNorm 归一化的轴错了：只在最后一维（每个位置的特征）上求均值和方差，不是在 batch 或时间轴上",
+                      "LayerNorm normalises over the wrong axis: take mean and variance over the last (feature) axis of each position, not over batch or time"),
+    "ln_unbiased_var": ("用了无偏方差（除以 n−1）：LayerNorm 用有偏方差，unbiased=False",
+                        "unbiased variance (divides by n−1): LayerNorm uses the biased variance, unbiased=False"),
+    "ln_eps_outside_sqrt": ("eps 放在根号外面：应是 sqrt(var + eps)，方差很小时两者差别很大",
+                            "eps outside the square root: it is sqrt(var + eps); for small variances the two differ a lot"),
+    "ln_no_affine": ("没有乘 weight、加 bias：归一化之后还要做可学习的缩放和平移",
+                     "weight and bias are not applied: scale and shift after normalising"),
+    "rms_subtracts_mean": ("RMSNorm 不减均值：只除以均方根 sqrt(mean(x²) + eps)",
+                           "RMSNorm does not subtract the mean: divide by the root mean square sqrt(mean(x²) + eps) only"),
+    "missing_residual": ("缺少残差连接：子层输出要与它的输入相加（x + sublayer(x)）再归一化",
+                         "a residual connection is missing: add the sublayer's input to its output (x + sublayer(x)) before normalising"),
+    "pre_ln_instead_of_post": ("写成了 Pre-LN：这里要求 Post-LN，即 LayerNorm(x + sublayer(x))",
+                               "Pre-LN where Post-LN was asked: this contract is LayerNorm(x + sublayer(x))"),
+    "post_ln_instead_of_pre": ("写成了 Post-LN：Pre-LN 是 x + sublayer(LayerNorm(x))，残差路径不经过归一化",
+                               "Post-LN where Pre-LN was asked: Pre-LN is x + sublayer(LayerNorm(x)), the residual path is not normalised"),
+    # masks and layers
+    "pad_mask_queries": ("填充掩码把查询行也屏蔽了：它只屏蔽键，形状 (B, 1, 1, T)；屏蔽查询行会产生没有可见键的行",
+                         "the padding mask also hides query rows: it hides keys only, shape (B, 1, 1, T); hiding query rows leaves rows with no visible key"),
+    "pad_mask_inverted": ("填充掩码反了：True 表示真实词元（可以关注），PAD 位置为 False",
+                          "the padding mask is inverted: True marks real tokens (may attend), PAD positions are False"),
+    "causal_diagonal_hidden": ("因果掩码差一：对角线被屏蔽了，每个位置应能看到自己（tril 含对角线）",
+                               "causal mask off by one: the diagonal is hidden; each position must see itself (tril with the diagonal)"),
+    "causal_next_visible": ("因果掩码差一：下一个词元可见，模型能偷看答案（应是 tril，diagonal=0）",
+                            "causal mask off by one: the next token is visible, the model can peek at the answer (tril with diagonal=0)"),
+    "causal_inverted": ("因果掩码反了：True = 可以关注，应是下三角（含对角线）为 True",
+                        "causal mask inverted: True = may attend, the lower triangle (with the diagonal) is True"),
+    "causal_missing": ("解码器自注意力没有因果掩码：训练时每个位置都能看到后面的答案",
+                       "the decoder self-attention has no causal mask: during training each position sees the answers after it"),
+    "src_mask_missing": ("编码器没有用源序列的填充掩码：PAD 词元被当作真实内容关注",
+                         "the encoder ignores the source padding mask: PAD tokens are attended to as if they were content"),
+    "memory_mask_missing": ("交叉注意力没有用源序列的填充掩码：解码器会关注源序列的 PAD",
+                            "cross-attention ignores the source padding mask: the decoder attends to source PAD tokens"),
+    "cross_attn_target_mask": ("交叉注意力用了目标序列的掩码：它的键来自 memory（源序列），应使用源序列的填充掩码 memory_mask",
+                               "cross-attention uses the target mask: its keys come from memory (the source), use the source padding mask memory_mask"),
+    "cross_attn_wrong_source": ("交叉注意力的键和值应来自 memory（编码器输出），查询来自解码器",
+                                "cross-attention takes keys and values from memory (the encoder output) and queries from the decoder"),
+    "embed_not_scaled": ("词嵌入没有乘 √d_model：位置编码会淹没词的信息",
+                         "embeddings are not multiplied by √d_model: the positional encoding drowns the token information"),
+    # decoding and the copy task
+    "greedy_no_eos_stop": ("贪心解码没有在所有行都输出 EOS 后停止（或 EOS 之后没有补 PAD）",
+                           "greedy decoding does not stop once every row has emitted EOS (or does not pad after EOS)"),
+    "greedy_no_pad_after_eos": ("已经输出 EOS 的行之后应该填 pad_id，而不是继续生成",
+                                "rows that have emitted EOS must continue with pad_id, not with more generated tokens"),
+    "greedy_no_bos": ("解码结果应以 bos_id 开头：形状 (B, ≤ 1 + max_new_tokens)",
+                      "the decoded tokens must start with bos_id: shape (B, ≤ 1 + max_new_tokens)"),
+    "loss_includes_pad": ("损失把 PAD 位置也算进去了：用 ignore_index=pad_id，只在真实目标词元上求平均",
+                          "the loss counts PAD positions: use ignore_index=pad_id and average over real target tokens only"),
+    "loss_sum_not_mean": ("损失求和而不是求平均：应对非 PAD 位置取平均",
+                          "the loss is summed instead of averaged over the non-PAD positions"),
+    "em_whole_row": ("比较了整行（包括 EOS 之后的内容）：只比较到第一个 EOS（含）为止",
+                     "the whole row was compared (including what follows EOS): compare up to and including the first EOS only"),
+    "em_token_accuracy": ("算成了逐词元准确率：exact match 按行计分，一行中到 EOS 为止全部正确才算对",
+                          "a per-token accuracy: exact match scores whole rows, a row counts only when every token up to EOS is right"),
+    "softmax_unstable": ("没有先减去最大值：大输入时 exp 溢出得到 inf/NaN",
+                         "the maximum is not subtracted first: exp overflows to inf/NaN for large inputs"),
+}
+
+
+def explain(mistake_id):
+    """One line: ``诊断 [id]: 中文 / English``."""
+    zh, en = MISTAKES[mistake_id]
+    return f"诊断 / diagnosis [{mistake_id}]: {zh} / {en}"
+
+
+# ---------------------------------------------------------------- attention
+
+def attention(Q, K, V, mask=None, scale="sqrt_dk", softmax_dim=-1, invert=False, mode="fill",
+              fill="min", zero_blocked=True):
+    """Scaled dot-product attention with switches for each known bug; defaults = the contract."""
+    d_k = Q.size(-1)
+    scores = Q @ K.transpose(-2, -1)  # (..., T_q, T_k)
+    if scale == "sqrt_dk":
+        scores = scores / math.sqrt(d_k)
+    elif scale == "dk":
+        scores = scores / d_k
+    elif scale is not None:
+        scores = scores / scale
+    if mask is not None:
+        mask = mask.to(torch.bool)
+        if invert:
+            mask = ~mask
+        if mode == "fill":
+            value = {"min": torch.finfo(scores.dtype).min, "-inf": float("-inf"), "-1e9": -1e9}[fill]
+            scores = scores.masked_fill(~mask, value)
+        elif mode == "multiply":
+            scores = scores * mask
+    attn = torch.softmax(scores, dim=softmax_dim)
+    if mask is not None and (zero_blocked or mode == "after_softmax"):
+        attn = attn.masked_fill(~mask, 0.0)
+    return attn @ V, attn  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+ATTENTION_BUGS = [
+    ("no_scale", dict(scale=None)),
+    ("scale_by_dk", dict(scale="dk")),
+    ("softmax_wrong_axis", dict(softmax_dim=-2)),
+    ("mask_inverted", dict(invert=True)),
+    ("mask_after_softmax", dict(mode="after_softmax")),
+    ("mask_multiplies_scores", dict(mode="multiply", zero_blocked=False)),
+    ("nan_fully_masked", dict(fill="-inf", zero_blocked=False)),
+    ("fully_masked_uniform", dict(fill="-1e9", zero_blocked=False)),
+]
+
+
+def _attention_variants(Q, K, V, mask, to_output):
+    return [(mid, lambda kw=kw: to_output(*attention(Q, K, V, mask, **kw))) for mid, kw in ATTENTION_BUGS]
+
+
+def sdpa_variants(ref, case):
+    to_output = lambda out, attn: {"out": out, "attn": attn}  # noqa: E731
+    return _attention_variants(case["Q"], case["K"], case["V"], case.get("mask"), to_output)
+
+
+def numpy_attention_variants(ref, case):
+    t = lambda a: None if a is None else torch.from_numpy(np.asarray(a))  # noqa: E731
+    to_output = lambda out, attn: {"out": out.numpy(), "weights": attn.numpy()}  # noqa: E731
+    return _attention_variants(t(case["Q"]), t(case["K"]), t(case["V"]), t(case.get("mask")), to_output)
+
+
+def softmax_variants(ref, case):
+    x, axis = case["x"], case["axis"]
+
+    def plain(axis_):
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(x)
+            return {"y": e / np.sum(e, axis=axis_, keepdims=True)}
+
+    def stable(axes):
+        e = np.exp(x - np.max(x, axis=axes, keepdims=True))
+        return {"y": e / np.sum(e, axis=axes, keepdims=True)}
+
+    return [("softmax_unstable", lambda: plain(axis)),
+            ("softmax_wrong_axis", lambda: stable(-1)),
+            ("softmax_wrong_axis", lambda: stable(None))]
+
+
+# ---------------------------------------------------------------- multi-head attention
+
+def mha(ref, x_q, x_kv, mask=None, split_transpose=True, merge_transpose=True, use_w_o=True,
+        swap_kv=False, **attn_kwargs):
+    """Multi-head attention with the reference's weights and switches for each known bug."""
+    B, T_q, d_model = x_q.shape
+    T_k = x_kv.size(1)
+    H, d_k = ref.num_heads, d_model // ref.num_heads
+
+    def split(x, T):
+        if split_transpose:
+            return x.view(B, T, H, d_k).transpose(1, 2)  # (B, T, d_model) -> (B, H, T, d_k)
+        return x.view(B, H, T, d_k)  # the bug: no transpose
+
+    q, k, v = split(ref.W_q(x_q), T_q), split(ref.W_k(x_kv), T_k), split(ref.W_v(x_kv), T_k)
+    if swap_kv:
+        k, v = v, k
+    out, attn = attention(q, k, v, mask, **attn_kwargs)  # (B, H, T_q, d_k), (B, H, T_q, T_k)
+    if merge_transpose:
+        out = out.transpose(1, 2).reshape(B, T_q, d_model)  # (B, T_q, H, d_k) -> (B, T_q, d_model)
+    else:
+        out = out.reshape(B, T_q, d_model)  # the bug: (B, H, T_q, d_k) read as (B, T_q, d_model)
+    return (ref.W_o(out) if use_w_o else out), attn
+
+
+MHA_BUGS = [
+    ("split_heads_no_transpose", dict(split_transpose=False)),
+    ("merge_heads_no_transpose", dict(merge_transpose=False)),
+    ("missing_w_o", dict(use_w_o=False)),
+    ("kv_swapped", dict(swap_kv=True)),
+] + ATTENTION_BUGS
+
+
+def mha_variants(ref, case):
+    def run(kw):
+        out, attn = mha(ref, case["x_q"], case.get("x_kv", case["x_q"]), case.get("mask"), **kw)
+        return {"out": out, "attn": attn}
+
+    bugs = MHA_BUGS + [("scale_by_d_model", dict(scale=math.sqrt(case["x_q"].size(-1))))]
+    return [(mid, lambda kw=kw: run(kw)) for mid, kw in bugs]
+
+
+# ---------------------------------------------------------------- positional encoding
+
+def pe_table(max_len, d_model, swap=False, exponent_factor=1.0, halves=False, dtype=torch.float64):
+    """Sinusoidal table with switches for the known bugs; defaults = the contract."""
+    position = torch.arange(max_len, dtype=dtype).unsqueeze(1)  # (max_len, 1)
+    n_sin, n_cos = (d_model + 1) // 2, d_model // 2
+    pair = torch.arange(n_sin, dtype=dtype)  # pair index i
+    angles = position * torch.pow(10000.0, -2.0 * pair * exponent_factor / d_model)  # (max_len, n_sin)
+    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    pe = torch.zeros(max_len, d_model, dtype=dtype)
+    if halves:
+        pe[:, :n_sin] = first(angles)
+        pe[:, n_sin:] = second(angles[:, :n_cos])
+    else:
+        pe[:, 0::2] = first(angles)
+        pe[:, 1::2] = second(angles[:, :n_cos])
+    return pe
+
+
+PE_BUGS = [
+    ("pe_sin_cos_swapped", dict(swap=True)),
+    ("pe_freq_factor_2", dict(exponent_factor=2.0)),
+    ("pe_freq_factor_2", dict(exponent_factor=0.5)),
+    ("pe_sin_cos_halves", dict(halves=True)),
+]
+
+
+def pe_table_variants(ref, case):
+    return [(mid, lambda kw=kw: {"pe": pe_table(case["max_len"], case["d_model"], **kw)}) for mid, kw in PE_BUGS]
+
+
+def pe_module_variants(ref, case):
+    x, max_len = case["x"], case["max_len"]
+
+    def run(kw):
+        pe = pe_table(max_len, x.size(-1), **kw).unsqueeze(0)  # (1, max_len, d_model)
+        return {"pe": pe, "out": x + pe[:, : x.size(1)]}
+
+    def not_sliced():
+        pe = pe_table(max_len, x.size(-1)).unsqueeze(0)  # (1, max_len, d_model)
+        return {"pe": pe, "out": x + pe}  # raises unless T == max_len
+
+    return [(mid, lambda kw=kw: run(kw)) for mid, kw in PE_BUGS] + [("pe_not_sliced", not_sliced)]
+
+
+def rope(x, half_split=False, inverted=False, base=10000.0):
+    T, d = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=x.dtype) / d)  # (d/2,)
+    angles = torch.arange(T, dtype=x.dtype).unsqueeze(-1) * theta  # (T, d/2)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    if inverted:
+        sin = -sin
+    if half_split:
+        a, b = x[..., : d // 2], x[..., d // 2:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)  # (..., T, d)
+
+
+def rope_variants(ref, case):
+    return [("rope_half_split", lambda: {"out": rope(case["x"], half_split=True)}),
+            ("rope_rotation_inverted", lambda: {"out": rope(case["x"], inverted=True)})]
+
+
+# ---------------------------------------------------------------- FFN and normalisation
+
+def ffn_variants(ref, case):
+    x, act = case["x"], case["activation"]
+    right = F.relu if act == "relu" else F.gelu
+    return [("ffn_no_activation", lambda: {"out": ref.fc2(ref.fc1(x))}),
+            ("ffn_wrong_activation", lambda: {"out": ref.fc2(F.relu(ref.fc1(x)))}),
+            ("ffn_wrong_activation", lambda: {"out": ref.fc2(F.gelu(ref.fc1(x)))}),
+            ("ffn_activation_after_fc2", lambda: {"out": right(ref.fc2(right(ref.fc1(x))))})]
+
+
+def layer_norm(x, weight, bias, eps, dims=(-1,), unbiased=False, eps_outside=False, affine=True):
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
+    std = torch.sqrt(var) + eps if eps_outside else torch.sqrt(var + eps)
+    y = (x - mean) / std
+    return y * weight + bias if affine else y
+
+
+LN_BUGS = [
+    ("ln_wrong_axis", dict(dims=(0,))),
+    ("ln_wrong_axis", dict(dims=(-2,))),
+    ("ln_wrong_axis", dict(dims=(-2, -1))),
+    ("ln_unbiased_var", dict(unbiased=True)),
+    ("ln_eps_outside_sqrt", dict(eps_outside=True)),
+    ("ln_no_affine", dict(affine=False)),
+]
+
+
+def layer_norm_variants(ref, case):
+    x = case["x"]
+    return [(mid, lambda kw=kw: {"out": layer_norm(x, ref.weight, ref.bias, ref.eps, **kw)}) for mid, kw in LN_BUGS]
+
+
+def residual_variants(ref, case):
+    x, s, ln = case["x"], case["sublayer_out"], ref.ln
+    wrong_ln = [(mid, lambda kw=kw: {"out": layer_norm(x + s, ln.weight, ln.bias, ln.eps, **kw)}) for mid, kw in LN_BUGS]
+    return [("missing_residual", lambda: {"out": ln(s)}),
+            ("pre_ln_instead_of_post", lambda: {"out": x + ln(s)}),
+            ("pre_ln_instead_of_post", lambda: {"out": ln(x) + s})] + wrong_ln
+
+
+def rms_variants(ref, case):
+    x = case["x"]
+    zero = torch.zeros_like(ref.weight)
+    rms_out = lambda: {"out": x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + ref.eps) * ref.weight}  # noqa: E731
+    return [("rms_subtracts_mean", lambda: {"out": layer_norm(x, ref.weight, zero, ref.eps)}),
+            ("ln_eps_outside_sqrt", rms_out)]
+
+
+def pre_ln_variants(ref, case):
+    x, sub, ln = case["x"], case["sublayer"], ref.ln
+    return [("post_ln_instead_of_pre", lambda: {"out": ln(x + sub(x))}),
+            ("missing_residual", lambda: {"out": sub(ln(x))})]
+
+
+# ---------------------------------------------------------------- masks
+
+def pad_mask_variants(ref, case):
+    keep = case["tokens"] != case["pad_id"]  # (B, T)
+    return [("pad_mask_queries", lambda: {"mask": keep[:, None, :, None]}),
+            ("pad_mask_queries", lambda: {"mask": keep[:, None, :, None] & keep[:, None, None, :]}),
+            ("pad_mask_inverted", lambda: {"mask": ~keep[:, None, None, :]})]
+
+
+def subsequent_mask_variants(ref, case):
+    ones = torch.ones(case["T"], case["T"], dtype=torch.bool)
+    return [("causal_diagonal_hidden", lambda: {"mask": torch.tril(ones, -1)[None, None]}),
+            ("causal_next_visible", lambda: {"mask": torch.tril(ones, 1)[None, None]}),
+            ("causal_inverted", lambda: {"mask": torch.triu(ones, 1)[None, None]}),
+            ("causal_inverted", lambda: {"mask": torch.triu(ones)[None, None]})]
+
+
+# ---------------------------------------------------------------- layers
+
+def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True):
+    mask = mask if use_mask else None
+    attn_sub = lambda h: ref.self_attn(h, h, mask)[0]  # noqa: E731
+    if pre_ln:
+        x = x + attn_sub(ref.norm1.ln(x))
+        return x + ref.ffn(ref.norm2.ln(x))
+    a = attn_sub(x)
+    x = ref.norm1.ln(x + a if residual[0] else a)
+    f = ref.ffn(x)
+    return ref.norm2.ln(x + f if residual[1] else f)
+
+
+def encoder_variants(ref, case):
+    x, mask = case["x"], case.get("src_mask")
+    run = lambda **kw: {"out": encoder_layer(ref, x, mask, **kw)}  # noqa: E731
+    return [("missing_residual", lambda: run(residual=(False, True))),
+            ("missing_residual", lambda: run(residual=(True, False))),
+            ("missing_residual", lambda: run(residual=(False, False))),
+            ("pre_ln_instead_of_post", lambda: run(pre_ln=True)),
+            ("src_mask_missing", lambda: run(use_mask=False))]
+
+
+def decoder_layer(ref, y, memory, tgt_mask, memory_mask, residual=(True, True, True), pre_ln=False,
+                  cross_mask="memory", cross_source="memory"):
+    cmask = {"memory": memory_mask, "target": tgt_mask, None: None}[cross_mask]
+    self_sub = lambda h: ref.self_attn(h, h, tgt_mask)[0]  # noqa: E731
+    cross_sub = lambda h: ref.cross_attn(h, memory if cross_source == "memory" else h, cmask)[0]  # noqa: E731
+    if pre_ln:
+        y = y + self_sub(ref.norm1.ln(y))
+        y = y + cross_sub(ref.norm2.ln(y))
+        return y + ref.ffn(ref.norm3.ln(y))
+    for sub, norm, keep in ((self_sub, ref.norm1, residual[0]), (cross_sub, ref.norm2, residual[1]),
+                            (ref.ffn, ref.norm3, residual[2])):
+        s = sub(y)
+        y = norm.ln(y + s if keep else s)
+    return y
+
+
+def decoder_variants(ref, case):
+    args = (case["y"], case["memory"], case.get("tgt_mask"), case.get("memory_mask"))
+    run = lambda **kw: {"out": decoder_layer(ref, *args, **kw)}  # noqa: E731
+    variants = [("missing_residual", lambda k=k: run(residual=tuple(i != k for i in range(3)))) for k in range(3)]
+    variants += [("pre_ln_instead_of_post", lambda: run(pre_ln=True)),
+                 ("cross_attn_target_mask", lambda: run(cross_mask="target")),
+                 ("memory_mask_missing", lambda: run(cross_mask=None)),
+                 ("cross_attn_wrong_source", lambda: run(cross_source="target")),
+                 ("cross_attn_wrong_source", lambda: run(cross_source="target", cross_mask="target"))]
+    return variants
+
+
+# ---------------------------------------------------------------- Transformer
+
+def transformer_forward(ref, src, tgt_in, scale_embed=True, causal="right", src_pad=True, memory_mask=True,
+                        cross_target_mask=False, pad_queries=False):
+    """The reference Transformer's forward with switches for the known bugs."""
+    pad = ref.pad_id
+    keep_s, keep_t = src != pad, tgt_in != pad  # (B, T_s), (B, T_t)
+    T_t = tgt_in.size(1)
+    src_mask = keep_s[:, None, None, :]  # (B, 1, 1, T_s)
+    enc_mask = (keep_s[:, None, :, None] & src_mask) if pad_queries else src_mask
+    scale = math.sqrt(ref.d_model) if scale_embed else 1.0
+    x = ref.pos_enc(ref.src_embed(src) * scale)
+    for layer in ref.encoder_layers:
+        x, _ = layer(x, enc_mask if src_pad else None)
+    ones = torch.ones(T_t, T_t, dtype=torch.bool)
+    causal_mask = {"right": torch.tril(ones), "none": ones, "diag_hidden": torch.tril(ones, -1),
+                   "next_visible": torch.tril(ones, 1)}[causal]
+    tgt_mask = keep_t[:, None, None, :] & causal_mask  # (B, 1, T_t, T_t)
+    if pad_queries:
+        tgt_mask = tgt_mask & keep_t[:, None, :, None]
+    y = ref.pos_enc(ref.tgt_embed(tgt_in) * scale)
+    cross = tgt_mask if cross_target_mask else (src_mask if memory_mask else None)
+    for layer in ref.decoder_layers:
+        y, _ = layer(y, x, tgt_mask, cross)
+    return ref.out_proj(y)
+
+
+def transformer_variants(ref, case):
+    run = lambda **kw: {"logits": transformer_forward(ref, case["src"], case["tgt_in"], **kw)}  # noqa: E731
+    return [("embed_not_scaled", lambda: run(scale_embed=False)),
+            ("causal_missing", lambda: run(causal="none")),
+            ("causal_diagonal_hidden", lambda: run(causal="diag_hidden")),
+            ("causal_next_visible", lambda: run(causal="next_visible")),
+            ("src_mask_missing", lambda: run(src_pad=False)),
+            ("memory_mask_missing", lambda: run(memory_mask=False)),
+            ("cross_attn_target_mask", lambda: run(cross_target_mask=True)),
+            ("pad_mask_queries", lambda: run(pad_queries=True))]
+
+
+def greedy(ref, src, bos_id, eos_id, max_new_tokens, stop=True, pad_finished=True, keep_bos=True):
+    """Greedy decoding with the reference model and switches for the known bugs."""
+    memory = ref.encode(src)
+    src_mask = (src != ref.pad_id)[:, None, None, :]
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+    finished = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        nxt = ref.out_proj(ref.decode(ys, memory, src_mask)[:, -1]).argmax(-1)  # (B,)
+        if pad_finished:
+            nxt = nxt.masked_fill(finished, ref.pad_id)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        finished |= nxt == eos_id
+        if stop and finished.all():
+            break
+    return ys if keep_bos else ys[:, 1:]
+
+
+def greedy_variants(ref, case):
+    args = (case["src"], case["bos_id"], case["eos_id"], case["max_new_tokens"])
+    run = lambda **kw: {"tokens": greedy(ref, *args, **kw)}  # noqa: E731
+    return [("greedy_no_eos_stop", lambda: run(stop=False)),
+            ("greedy_no_eos_stop", lambda: run(stop=False, pad_finished=False)),
+            ("greedy_no_pad_after_eos", lambda: run(pad_finished=False)),
+            ("greedy_no_bos", lambda: run(keep_bos=False))]
+
+
+# ---------------------------------------------------------------- copy task
+
+def copy_loss_variants(ref, case):
+    logits, target = case["logits"], case["tgt_out"]
+    flat = (logits.reshape(-1, logits.size(-1)), target.reshape(-1))
+    return [("loss_includes_pad", lambda: {"loss": F.cross_entropy(*flat)}),
+            ("loss_sum_not_mean", lambda: {"loss": F.cross_entropy(*flat, ignore_index=case["pad_id"], reduction="sum")})]
+
+
+def exact_match_variants(ref, case):
+    pred, target = case["pred"], case["tgt_out"]
+
+    def whole_row():
+        p, t = pred, target
+        width = max(p.size(1), t.size(1))
+        p = F.pad(p, (0, width - p.size(1)), value=case["pad_id"])
+        t = F.pad(t, (0, width - t.size(1)), value=case["pad_id"])
+        return {"score": float((p == t).all(dim=1).double().mean())}
+
+    def token_accuracy():
+        T = min(pred.size(1), target.size(1))
+        real = target[:, :T] != case["pad_id"]
+        return {"score": float(((pred[:, :T] == target[:, :T]) & real).sum() / real.sum())}
+
+    return [("em_whole_row", whole_row), ("em_token_accuracy", token_accuracy)]
+
+
+VARIANTS = {
+    "softmax": softmax_variants,
+    "attention_numpy": numpy_attention_variants,
+    "scaled_dot_product_attention": sdpa_variants,
+    "ScaledDotProductAttention": sdpa_variants,
+    "MultiHeadAttention": mha_variants,
+    "sinusoidal_positional_encoding": pe_table_variants,
+    "PositionalEncoding": pe_module_variants,
+    "FeedForward": ffn_variants,
+    "LayerNorm": layer_norm_variants,
+    "ResidualLayerNorm": residual_variants,
+    "make_pad_mask": pad_mask_variants,
+    "make_subsequent_mask": subsequent_mask_variants,
+    "EncoderLayer": encoder_variants,
+    "DecoderLayer": decoder_variants,
+    "Transformer": transformer_variants,
+    "greedy_decode": greedy_variants,
+    "copy_loss": copy_loss_variants,
+    "exact_match": exact_match_variants,
+    "RMSNorm": rms_variants,
+    "apply_rope": rope_variants,
+    "PreLNResidual": pre_ln_variants,
+}
+
+# Error-message fragments -> diagnosis, for learners whose code raises.
+EXCEPTIONS = [
+    ("view size is not compatible with input tensor's size and stride", "view_without_contiguous"),
+    ("only supports boolean masks", "mask_not_bool"),
+    ("bitwise_not", "mask_not_bool"),
+]
