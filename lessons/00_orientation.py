@@ -1,0 +1,236 @@
+# %% [markdown]
+# # 00 · 导读：形状、掩码约定与检查方式
+#
+# 欢迎来到「手撕 Transformer」。这门课让你用 PyTorch 从零写出一个完整的 Transformer：
+# 从缩放点积注意力（scaled dot-product attention）开始，到多头注意力（multi-head attention）、
+# 位置编码（positional encoding）、前馈网络与层归一化（FFN, LayerNorm），再到编码器、解码器、
+# 整个模型，最后在复制任务（copy task）上把它训练到几乎 100% 正确。
+#
+# 这一章没有要你写的代码，只做三件事：
+#
+# 1. 统一**形状词汇**（shape glossary）——全课程的注释、报错信息和检查都用这套字母；
+# 2. 讲清**掩码约定**（mask convention）：`True` = 可以注意（may attend），以及为什么反过来的约定是个陷阱；
+# 3. 说明**检查与评分**（checks and grading）怎么工作、怎么运行这些笔记本。
+#
+# 每章的结构都一样：先讲原理和数学，再给一个桩函数（stub，里面是 `raise NotImplementedError`）让你填，
+# 紧跟着一个检查单元（check cell）告诉你对不对、错在哪。
+
+# %%
+import math
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tutor.plots import plot_mask
+
+warnings.filterwarnings("ignore", category=UserWarning)
+torch.manual_seed(0)
+np.random.seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+np.set_printoptions(precision=4, suppress=True)
+
+# %% [markdown]
+# ## 1. 形状词汇表（shape glossary）
+#
+# 张量一律**批次在前**（batch-first）。全课程的形状注释都写成 `# (B, H, T_q, d_k)` 这种样子：
+#
+# | 记号 | 含义 | 典型值（本课） |
+# | --- | --- | --- |
+# | `B` | 批大小（batch size）：一次并行处理多少条序列 | 2 – 64 |
+# | `H` | 注意力头数（number of heads） | 1 – 8 |
+# | `T_q` | 查询序列长度（query length）：有多少个位置在“提问” | 5 |
+# | `T_k` | 键/值序列长度（key length）：有多少个位置可以被看 | 7 |
+# | `d_model` | 模型宽度（model dimension）：每个 token 的向量长度 | 32 – 512 |
+# | `d_k` | 每个头里查询和键的维度，`d_k = d_model / H` | 8 – 64 |
+# | `d_v` | 每个头里值的维度，本课取 `d_v = d_k` | 8 – 64 |
+# | `d_ff` | 前馈网络隐藏层宽度（feed-forward dimension），常取 `4 · d_model` | 128 – 2048 |
+# | `V` | 词表大小（vocabulary size） | 10 – 32000 |
+#
+# 自注意力（self-attention）里 `T_q = T_k = T`；交叉注意力（cross-attention）里查询来自解码器、
+# 键和值来自编码器，`T_q` 与 `T_k` 一般不相等。检查故意用 `T_q ≠ T_k` 的用例，
+# 因为很多 bug（比如 softmax 做错了轴）只有在两者不等时才会暴露。
+#
+# 下面用随机张量走一遍注意力里的形状变化。`@` 是批量矩阵乘法（batched matmul）：
+# 前面的维度逐个对齐（可广播），只有最后两维做矩阵乘。
+
+# %%
+B, H, T_q, T_k, d_model = 2, 4, 5, 7, 32
+d_k = d_model // H  # 8
+
+Q = torch.randn(B, H, T_q, d_k)  # (B, H, T_q, d_k)
+K = torch.randn(B, H, T_k, d_k)  # (B, H, T_k, d_k)
+V = torch.randn(B, H, T_k, d_k)  # (B, H, T_k, d_v), here d_v = d_k
+
+scores = Q @ K.transpose(-2, -1)  # (B, H, T_q, d_k) @ (B, H, d_k, T_k) -> (B, H, T_q, T_k)
+weights = scores.softmax(dim=-1)  # (B, H, T_q, T_k), each row sums to 1 over the keys
+out = weights @ V  # (B, H, T_q, T_k) @ (B, H, T_k, d_v) -> (B, H, T_q, d_v)
+
+print("scores :", tuple(scores.shape))
+print("weights:", tuple(weights.shape))
+print("out    :", tuple(out.shape))
+print("每行权重之和 / row sums:", weights.sum(dim=-1)[0, 0])
+
+# %% [markdown]
+# 读形状的两个习惯，面试时也很有用：
+#
+# - **注意力矩阵的行是查询，列是键**：`weights[b, h, i, j]` 是第 `i` 个查询位置对第 `j` 个键位置的关注程度，
+#   所以 softmax 一定沿最后一维（键，`dim=-1`）做。
+# - **多头只是把 `d_model` 切成 `H` 份**：`(B, T, d_model)` → `view` 成 `(B, T, H, d_k)` →
+#   `transpose(1, 2)` 成 `(B, H, T, d_k)`。第 02 章会细讲这里 `view`/`transpose`/`contiguous` 的坑。
+
+# %% [markdown]
+# ## 2. 掩码约定：`True` = 可以注意
+#
+# 掩码（mask）决定“哪个查询可以看哪个键”。本课程**只用一种约定**：
+#
+# > 掩码是布尔张量（`0/1` 也接受），可广播到 `(B, H, T_q, T_k)`；**`True` 表示可以注意（may attend）**，
+# > `False` 表示屏蔽（blocked）。这与 PyTorch 的 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 一致。
+#
+# 两种常见掩码：
+#
+# - **填充掩码**（padding mask）：批里的序列长短不一，短的用 PAD 补齐。PAD 位置不应该被任何查询看到，
+#   所以它屏蔽的是**键**（列），形状 `(B, 1, 1, T_k)`。注意：不要屏蔽查询行——seed 资料里有一份把查询行也屏蔽了，
+#   结果整行都被屏蔽，softmax 得到 NaN。
+# - **因果掩码**（causal mask / subsequent mask）：解码器生成第 `i` 个词时不能偷看 `i` 之后的词，
+#   所以是**下三角为 True**，形状 `(1, 1, T, T)`。
+
+# %%
+T = 5
+causal = torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T), lower triangle True = may attend
+print("因果掩码 / causal mask (1 = may attend):")
+print(causal.int())
+
+lengths = torch.tensor([5, 3])  # two sequences, the second one padded with 2 PAD tokens
+key_is_real = torch.arange(T)[None, :] < lengths[:, None]  # (B, T_k)
+pad_mask = key_is_real[:, None, None, :]  # (B, 1, 1, T_k): blocks PAD keys, never query rows
+print("填充掩码 / padding mask, shape", tuple(pad_mask.shape))
+print(pad_mask.int())
+
+# %% [markdown]
+# 用 PyTorch 自己的实现验证这个约定：把因果掩码交给 `F.scaled_dot_product_attention`，
+# 第 `i` 行的权重只落在第 `0..i` 列上。（这里只是演示约定；从第 01 章起，你要自己写这个函数，
+# 检查会确认你**没有**调用这个内置函数。）
+
+# %%
+x = torch.randn(1, 1, T, 8)  # (B=1, H=1, T, d_k=8)
+out_builtin = F.scaled_dot_product_attention(x, x, x, attn_mask=causal)  # (1, 1, T, 8)
+
+scores = x @ x.transpose(-2, -1) / math.sqrt(8)  # (1, 1, T, T)
+weights = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)  # (1, 1, T, T)
+print("因果注意力权重 / causal attention weights:")
+print(weights[0, 0])
+print("与内置函数一致 / matches the built-in:", torch.allclose(weights @ x, out_builtin, atol=1e-6))
+
+# %% [markdown]
+# ### 陷阱：反过来的约定
+#
+# 并不是所有代码都用 `True` = 可以注意。**同一个 PyTorch 里就有两种相反的约定**：
+#
+# | 接口 | 布尔掩码里 `True` 的意思 |
+# | --- | --- |
+# | `F.scaled_dot_product_attention(attn_mask=...)`、本课程 | 可以注意 |
+# | `nn.MultiheadAttention(attn_mask=..., key_padding_mask=...)`、`nn.Transformer*` | **不许**注意（被屏蔽） |
+#
+# 课程的 seed 资料 002 用的就是后一种：它的 `generate_square_subsequent_mask` 返回**上三角为 1** 的矩阵，
+# 再用 `scores.masked_fill(mask == 1, -inf)` 屏蔽。单独看它自洽；可一旦把这种掩码交给按 `True` = 可以注意
+# 写成的函数（或者反过来），掩码就被**悄悄取反**了，而且不会报任何错：
+#
+# - 因果掩码取反后，每个位置**只能**看未来、看不到自己——训练时损失降得飞快（答案就摆在眼前），推理时一塌糊涂；
+# - 最后一行一个可见的键都没有，若用 `-inf` 填充，softmax 得到 `0/0 = NaN`，NaN 随后传遍整个批次。
+#
+# 下面故意犯这个错，并把两张掩码画出来（绿 = 可以注意，深色 = 屏蔽）：
+
+# %%
+blocked_future = torch.triu(torch.ones(T, T), diagonal=1)  # seed-002 style: 1 = blocked
+wrong = blocked_future.bool()  # handed to a "True = may attend" function: inverted
+scores = x @ x.transpose(-2, -1) / math.sqrt(8)  # (1, 1, T, T)
+weights_wrong = scores.masked_fill(~wrong, float("-inf")).softmax(dim=-1)  # (1, 1, T, T)
+print("取反后的权重 / weights with the inverted mask:")
+print(weights_wrong[0, 0])
+print("含 NaN 的行 / rows with NaN:", torch.isnan(weights_wrong[0, 0]).any(dim=-1).nonzero().flatten().tolist())
+
+fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), layout="constrained")
+plot_mask(causal, title="Course causal mask (True = may attend)", ax=axes[0], legend=False)
+plot_mask(wrong, title="Seed-002 mask read as True = may attend", ax=axes[1])
+plt.show()
+
+# %% [markdown]
+# 两条防线，全课程都会用到：
+#
+# 1. **只用一种约定**，并在每个接口的文档字符串里写明；从别的代码库搬来的掩码先确认它的约定，必要时取反（`~mask`）。
+# 2. **整行被屏蔽时不出 NaN**：用一个有限的极小值（`torch.finfo(dtype).min`）填充分数，softmax 之后再把被屏蔽的
+#    权重置为 0。这样一个“什么都看不见”的查询得到全零权重和零输出，而不是 NaN。第 01 章的检查专门有一个整行被屏蔽的用例。
+#
+# 面试常问：*“`nn.MultiheadAttention` 的 `key_padding_mask` 里 True 是什么意思？”*——是“忽略这个键”，
+# 与 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 正好相反。第 05 章会把你写的编码器层与
+# `nn.TransformerEncoderLayer` 对比，到时候要把掩码取反再交给它。
+
+# %% [markdown]
+# ## 3. 检查与评分怎么工作
+#
+# 每个练习的单元里是参考接口的签名和文档字符串（docstring），需要你写的部分被换成了：
+#
+# ```python
+#     # YOUR CODE HERE / 在这里写你的代码
+#     raise NotImplementedError("待实现：请按上面的说明完成这一段 / Not implemented yet: follow the instructions above")
+# ```
+#
+# 删掉这两行，写上你的实现。练习下面的检查单元分两部分：
+#
+# - **可见测试**（visible tests）：几条关于形状和性质的 `assert`，你可以读、可以照着推理；
+# - **参考检查**（reference check）：把你的函数或类与参考实现在几组随机用例上逐一比较
+#   （`T_q ≠ T_k`、`B = 1`、`H = 1`、填充掩码、因果掩码、整行被屏蔽、float64……），
+#   类会先把参考权重按接口里的属性名（如 `W_q`、`W_o`）拷进你的模块。不一致时，它会指出哪个用例、什么形状、
+#   最大误差在哪里，并且在输出与某个**经典错误**（漏了 `1/√d_k`、softmax 做错了轴、掩码取反、
+#   合并头时漏了 `transpose`……）吻合时直接点名。
+#
+# 同一套检查有两种用法：
+#
+# | 你在用 | 检查单元里是 | 结果 |
+# | --- | --- | --- |
+# | `notebooks/`（自学版） | `report("名字", 你的对象)` | 打印 ✅ 或 ❌ 与诊断，从不抛异常 |
+# | nbgrader 作业（`release/`） | 可见测试 + 隐藏测试 `grade("名字", 你的对象)` | 不通过就抛 `AssertionError`，这个单元得 0 分 |
+#
+# nbgrader 评分时（`nbgrader autograde`），老师的机器会从头到尾重新运行你的笔记本，
+# 再把检查单元恢复成原样（你改了或删了也没用），每个检查单元通过就得到它的分数。几点须知：
+#
+# - 检查会确认你是**从零实现**的：运行你的注意力、多头注意力、LayerNorm 时，不能调用它们要替代的内置函数
+#   （`F.scaled_dot_product_attention`、`nn.MultiheadAttention`、`F.layer_norm` 等），也不能直接导入参考包 `solutions`。
+# - 后面章节需要前面章节的组件时，笔记本里会提供一个折叠起来的参考版本（provided，只读）。
+#   所以某一章没做完，不会拖垮下一章，也不会把前一章的错误带到下一章。
+# - 每个单元有执行时限；死循环会被中断并记 0 分。
+#
+# 下面演示一次失败的检查。这是一个“朴素”的 softmax：直接 `exp` 再归一化，对大的输入会溢出
+# （`exp(1000) = inf`，`inf / inf = NaN`）。第 01 章你会写出数值稳定的版本。
+
+# %%
+def naive_softmax(x, axis=-1):
+    """Softmax without the max-subtraction trick: overflows for large inputs."""
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+with np.errstate(over="ignore", invalid="ignore"):
+    print("小输入 / small input:", naive_softmax(np.array([1.0, 2.0, 3.0])))
+    print("大输入 / large input:", naive_softmax(np.array([1000.0, 1001.0])))
+
+# %% [markdown]
+# 把它交给检查。在自学版里你会看到 ❌ 和诊断；在 nbgrader 版里这个单元只是演示，不计分。
+
+# %% check="softmax:naive_softmax"
+
+# %% [markdown]
+# ## 4. 怎么运行
+#
+# - **自学**：在仓库根目录运行 `make lab`，它会建好 `.venv` 并在 JupyterLab 里打开 `notebooks/`。按 00 → 07 的顺序做。
+# - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，
+#   所以重跑得到相同的数字；改了前面的单元，记得从头重跑，别依赖旧的变量。
+# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟内跑完，第 07 章的训练也在两分钟以内。
+# - **测试整个课程**（维护者）：`make test`。
+# - **nbgrader**（老师）：见 `README.md` 的 Instructor path 和 `docs/INSTRUCTOR.md`。
+#
+# 准备好了就打开 `01_attention.ipynb`，从一个数值稳定的 softmax 开始。

@@ -1,0 +1,633 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 完整的 Transformer（Encoder-Decoder）
+#
+# 这一章把前五章的零件装成原论文的编码器-解码器（encoder-decoder）模型：词嵌入（embedding）乘 $\sqrt{d_{\text{model}}}$、
+# 加位置编码、$N$ 层编码器、$N$ 层解码器、输出投影到词表；再让它用贪心解码（greedy decoding）逐词生成。
+# 之后数一数原论文 base 模型的参数，比较训练和推理的开销，最后（选做）用 KV 缓存（KV cache）给解码提速并实测加速比。
+#
+# **本章共 11 分**，只有一个练习 `Transformer`（包括方法 `greedy_decode`），4 个评分单元格：
+#
+# | 评分单元格（grade_id） | 检查什么 | 分值 |
+# | --- | --- | --- |
+# | `transformer_structure` | 属性名与类型、参数量、`encode`/`decode`/`forward` 的输出形状 | 2 |
+# | `transformer_masks_from_pad_id` | 掩码在模型内部由 `pad_id` 构造：源/目标的 `<pad>` 不改变结果，解码器看不到未来 | 2 |
+# | `transformer_forward_matches_reference` | $\sqrt{d_{\text{model}}}$ 缩放、各层的掩码、logits 与参考实现数值一致 | 4 |
+# | `greedy_decode_stops_at_eos` | 从 `<bos>` 开始，结束的行补 `<pad>`，所有行都输出 `<eos>` 后立刻停止 | 3 |
+#
+# 选做（不计分）：`greedy_decode_cached`，带 KV 缓存的贪心解码，与 `greedy_decode` 输出逐词相同，并测出加速比。
+#
+# 第 01–05 章的全部组件以参考实现的形式在下面提供（折叠的只读单元格）。掩码约定不变：布尔张量，**True = 可以看**。
+# 词表约定与第 07 章一致：`<pad> = 0`、`<bos> = 1`、`<eos> = 2`，其余是内容 token。
+
+# %%
+# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+import math
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tutor.plots import plot_decode_timing, plot_param_breakdown
+
+warnings.filterwarnings("ignore")
+np.random.seed(0)
+torch.manual_seed(0)
+torch.set_printoptions(precision=3, sci_mode=False)
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above first"
+
+# %% [markdown]
+# 第 01–05 章组件的参考实现（提供给你使用，不计分；展开可阅读）：
+
+# %% provided="scaled_dot_product_attention,MultiHeadAttention,sinusoidal_positional_encoding,PositionalEncoding,FeedForward,LayerNorm,ResidualLayerNorm,make_pad_mask,make_subsequent_mask,EncoderLayer,DecoderLayer"
+
+# %% [markdown]
+# ## 1. 整体结构
+#
+# ```
+#  src (B, T_s) ─ src_embed × √d ─ + PE ─┬─ EncoderLayer × N ──────────── memory (B, T_s, d)
+#                                        │   (mask: pad(src))                      │
+#                                        │                                         ▼ K, V
+#  tgt_in (B, T_t) ─ tgt_embed × √d ─ + PE ─ DecoderLayer × N ─ out_proj ─ logits (B, T_t, V_tgt)
+#                                           (self: pad(tgt_in) & causal; cross: pad(src))
+# ```
+#
+# - **编码器**把源序列整句编码成 memory，只算一次；
+# - **解码器**每一层都用同一份 memory 做交叉注意力；
+# - **输出投影** `out_proj = nn.Linear(d_model, tgt_vocab)` 给出每个位置下一个词的 **logits**。softmax 不放在模型里：
+#   训练用的 `F.cross_entropy` 自己会做 log-softmax（再做一次就是“双重 softmax”，梯度变小、训练变慢），
+#   贪心解码取 argmax 也不需要 softmax。
+#
+# 模型接口（课程契约，评分和第 07 章都依赖它）：
+#
+# | 方法 | 输入 → 输出 | 掩码 |
+# | --- | --- | --- |
+# | `encode(src)` | `(B, T_s)` → memory `(B, T_s, d_model)` | `make_pad_mask(src, pad_id)` |
+# | `decode(tgt_in, memory, src_mask=None)` | `(B, T_t)` → hidden `(B, T_t, d_model)` | 自注意力：`make_pad_mask(tgt_in, pad_id) & make_subsequent_mask(T_t)`；交叉注意力：`src_mask` |
+# | `forward(src, tgt_in)` | → logits `(B, T_t, tgt_vocab)` | 都在内部构造 |
+# | `greedy_decode(src, bos_id, eos_id, max_new_tokens)` | → `(B, ≤ 1 + max_new_tokens)` | 同上 |
+#
+# 掩码**在模型内部**从 `pad_id` 构造，调用者只需给 token id。这样用的人就不可能传错约定、传错形状
+# （参考材料里的模型要调用者自己传 `src_pad`，而且默认 `None`——忘了传，`<pad>` 就参与注意力，不报错）。
+
+# %% [markdown]
+# ## 2. 嵌入为什么要乘 $\sqrt{d_{\text{model}}}$
+#
+# 原论文 3.4 节：嵌入层的权重乘以 $\sqrt{d_{\text{model}}}$，然后加正弦位置编码。位置编码每个元素在 $[-1, 1]$ 之间，
+# 均方根（RMS）约 $\sqrt{1/2} \approx 0.71$，与 $d_{\text{model}}$ 无关；嵌入向量有多大，则取决于**初始化**：
+#
+# - 原论文让两个嵌入层和输出投影**共享同一个矩阵**（weight tying）。输出投影这样的线性层按 Xavier 一类的方法初始化，
+#   元素的标准差约 $1/\sqrt{d_{\text{model}}}$ 量级，直接拿来做嵌入太小了，加上位置编码后几乎只剩位置信号；
+#   乘 $\sqrt{d_{\text{model}}}$ 把它放大到与位置编码同一量级。
+# - 反过来，PyTorch 的 `nn.Embedding` 默认按 $\mathcal{N}(0, 1)$ 初始化，元素 RMS 约 1；再乘 $\sqrt{512} \approx 22.6$，
+#   位置编码只剩 3% 的分量，位置信息被淹没。
+#
+# 所以“乘 $\sqrt{d_{\text{model}}}$”和“嵌入用小方差初始化”是一套组合。本课程的参考实现与 Annotated Transformer 一样，
+# 对所有矩阵用 Xavier 均匀初始化（`nn.init.xavier_uniform_`），再乘 $\sqrt{d_{\text{model}}}$。下面量一量（$V = 1000,\ d = 512$）：
+
+# %%
+V_demo, d_demo = 1000, 512
+pe_rms = sinusoidal_positional_encoding(64, d_demo).pow(2).mean().sqrt().item()
+emb_default = nn.Embedding(V_demo, d_demo)                                # N(0, 1)
+emb_xavier = nn.Embedding(V_demo, d_demo)
+nn.init.xavier_uniform_(emb_xavier.weight)                                # U(-a, a), a = sqrt(6 / (V + d))
+print(f"positional encoding RMS: {pe_rms:.3f}")
+for name, emb in (("default N(0, 1)", emb_default), ("Xavier uniform", emb_xavier)):
+    rms = emb.weight.pow(2).mean().sqrt().item()
+    for scaled in (False, True):
+        e = rms * (math.sqrt(d_demo) if scaled else 1.0)
+        print(f"{name:16s} {'x sqrt(d)' if scaled else 'unscaled ':9s} | embedding RMS {e:7.3f} | "
+              f"PE share of the sum {pe_rms / math.hypot(e, pe_rms):.2f}")
+
+# %% [markdown]
+# Xavier 初始化 + 乘 $\sqrt{d}$ 时，嵌入和位置编码是同一量级（RMS 0.8 对 0.7）；另外两种组合要么位置信号被淹没，要么词的信号被淹没。
+# （参考材料之一的模型忘了乘 $\sqrt{d_{\text{model}}}$；另一份乘了，但用的是默认的 $\mathcal{N}(0, 1)$ 嵌入。）
+#
+# 顺带一提 `nn.Embedding(..., padding_idx=pad_id)`：它把 `<pad>` 那一行初始化为 0，并且永远不给它梯度。
+# 有了掩码，`<pad>` 的嵌入是什么都不影响真实位置，所以它不是必需的；而且如果之后对所有矩阵做 Xavier 初始化，
+# 那一行会被重新随机化（只是仍然得不到梯度）。本课程不使用它。
+
+# %% [markdown]
+# ## 3. 形状追踪：一次前向传播
+#
+# 以原论文 base 配置（$d_{\text{model}} = 512,\ H = 8,\ d_{\text{ff}} = 2048,\ N = 6$）、共享词表 $V = 37000$、
+# $B = 2$、源长 $T_s = 10$、目标长 $T_t = 9$ 为例：
+#
+# | 步骤 | 形状 |
+# | --- | --- |
+# | `src` / `tgt_in` | `(2, 10)` / `(2, 9)`，LongTensor |
+# | `src_mask = make_pad_mask(src)` | `(2, 1, 1, 10)` |
+# | `src_embed(src) * sqrt(512)`，`+ pe[:, :10]` | `(2, 10, 512)` |
+# | 每个编码器层：自注意力权重 / FFN 中间层 / 输出 | `(2, 8, 10, 10)` / `(2, 10, 2048)` / `(2, 10, 512)` |
+# | memory | `(2, 10, 512)` |
+# | `tgt_mask = make_pad_mask(tgt_in) & make_subsequent_mask(9)` | `(2, 1, 1, 9) & (1, 1, 9, 9)` → `(2, 1, 9, 9)` |
+# | `tgt_embed(tgt_in) * sqrt(512)`，`+ pe[:, :9]` | `(2, 9, 512)` |
+# | 每个解码器层：自注意力 / 交叉注意力权重 / 输出 | `(2, 8, 9, 9)` / `(2, 8, 9, 10)` / `(2, 9, 512)` |
+# | `out_proj` → logits | `(2, 9, 37000)` |
+#
+# 两点值得注意：编码器、解码器的每一层都不改变形状；只有嵌入（`(B, T)` → `(B, T, d)`）和输出投影（`d` → `V`）改变最后一维。
+# 完成下面的练习后，这个单元格会用一个小模型（$d_{\text{model}} = 32$）逐步走一遍，并确认与 `encode` / `forward` 的结果相同。
+
+# %% [markdown]
+# ## 4. 练习：`Transformer`（11 分）
+#
+# 要求（属性名是契约，评分时按这些名字拷贝参考权重）：
+#
+# - `Transformer(src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, dropout=0.1, max_len=512, pad_id=0)`；
+# - 属性 `src_embed`、`tgt_embed`（`nn.Embedding`）、`pos_enc`（一个 `PositionalEncoding`，源和目标共用）、
+#   `encoder_layers`、`decoder_layers`（`nn.ModuleList`，各 `num_layers` 层）、`out_proj`（`nn.Linear(d_model, tgt_vocab)`），
+#   以及 `d_model`、`pad_id`；
+# - 建议：对所有维数大于 1 的参数做 `nn.init.xavier_uniform_`（第 2 节；第 07 章的训练需要它）；
+# - `encode`、`decode`、`forward` 如上表；嵌入乘 `math.sqrt(self.d_model)` 后再交给 `pos_enc`（它负责加位置编码和 dropout）；
+# - `greedy_decode(src, bos_id, eos_id, max_new_tokens)`：先 `encode` 一次；序列从 `<bos>` 开始，每步对**最后一个位置**的 logits 取 argmax
+#   接到末尾；一行输出过 `<eos>` 之后，这一行再接的都是 `pad_id`；**所有行**都输出过 `<eos>` 就立即停止，最多生成 `max_new_tokens` 个词。
+#   它已经带了 `@torch.no_grad()`；调用前先 `model.eval()`（关掉 dropout）。
+
+# %% exercise="Transformer"
+
+# %% grade_id="transformer_structure" points=2
+# Visible tests: attribute names and types, the parameter count, and the shapes of encode/decode/forward.
+torch.manual_seed(11)
+_m = Transformer(11, 13, d_model=16, num_heads=4, d_ff=32, num_layers=2, dropout=0.0, max_len=50, pad_id=0).eval()
+for _name, _cls in (("src_embed", nn.Embedding), ("tgt_embed", nn.Embedding), ("pos_enc", PositionalEncoding),
+                    ("encoder_layers", nn.ModuleList), ("decoder_layers", nn.ModuleList), ("out_proj", nn.Linear)):
+    assert isinstance(getattr(_m, _name, None), _cls), f"属性 {_name} 应为 {_cls.__name__} / attribute {_name} must be a {_cls.__name__}"
+assert _m.src_embed.weight.shape == (11, 16) and _m.tgt_embed.weight.shape == (13, 16), \
+    "src_embed 用 src_vocab、tgt_embed 用 tgt_vocab / src_embed uses src_vocab, tgt_embed uses tgt_vocab"
+assert len(_m.encoder_layers) == 2 and all(isinstance(_l, EncoderLayer) for _l in _m.encoder_layers), \
+    "encoder_layers 应有 num_layers 个 EncoderLayer / encoder_layers must hold num_layers EncoderLayers"
+assert len(_m.decoder_layers) == 2 and all(isinstance(_l, DecoderLayer) for _l in _m.decoder_layers), \
+    "decoder_layers 应有 num_layers 个 DecoderLayer / decoder_layers must hold num_layers DecoderLayers"
+assert (_m.out_proj.in_features, _m.out_proj.out_features) == (16, 13), "out_proj 应为 nn.Linear(d_model, tgt_vocab) / out_proj must be nn.Linear(d_model, tgt_vocab)"
+_enc_p = (4 * 16 * 16 + 4 * 16) + (2 * 16 * 32 + 32 + 16) + 2 * (2 * 16)         # one encoder layer
+_dec_p = 2 * (4 * 16 * 16 + 4 * 16) + (2 * 16 * 32 + 32 + 16) + 3 * (2 * 16)     # one decoder layer
+_expected = 11 * 16 + 13 * 16 + 2 * _enc_p + 2 * _dec_p + (16 * 13 + 13)
+_n = sum(_p.numel() for _p in _m.parameters())
+assert _n == _expected, f"参数量应为 {_expected}，得到 {_n}（多了或少了模块？）/ expected {_expected} parameters, got {_n}"
+_src = torch.tensor([[3, 4, 5, 6, 7, 0, 0], [3, 4, 5, 6, 7, 8, 9]])              # (B, T_s)
+_tgt = torch.tensor([[1, 3, 4, 0, 0], [1, 3, 4, 5, 6]])                          # (B, T_t)
+with torch.no_grad():
+    _mem = _m.encode(_src)
+    assert _mem.shape == (2, 7, 16), f"encode 应返回 (B, T_s, d_model) = (2, 7, 16) / encode must return (2, 7, 16), got {tuple(_mem.shape)}"
+    _hid = _m.decode(_tgt, _mem, make_pad_mask(_src))
+    assert _hid.shape == (2, 5, 16), f"decode 应返回 (B, T_t, d_model) = (2, 5, 16) / decode must return (2, 5, 16), got {tuple(_hid.shape)}"
+    _logits = _m(_src, _tgt)
+    assert _logits.shape == (2, 5, 13), f"forward 应返回 (B, T_t, tgt_vocab) = (2, 5, 13) / forward must return (2, 5, 13), got {tuple(_logits.shape)}"
+    assert not torch.allclose(_logits.softmax(-1).sum(-1), _logits.sum(-1)), "forward 应返回 logits，不做 softmax / forward must return logits, no softmax"
+print("Transformer 结构: 可见测试通过 / visible tests passed")
+
+# %% grade_id="transformer_masks_from_pad_id" points=2
+# Visible tests: masks are built inside from pad_id -- padding changes nothing, the decoder never sees the future.
+torch.manual_seed(12)
+_m = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=2, dropout=0.0).eval()
+_src, _src_padded = torch.tensor([[5, 6, 7]]), torch.tensor([[5, 6, 7, 0, 0]])
+_tgt, _tgt_padded = torch.tensor([[1, 8, 9]]), torch.tensor([[1, 8, 9, 0]])
+with torch.no_grad():
+    _ref = _m(_src, _tgt)                                                           # (1, 3, 12)
+    assert torch.allclose(_m(_src_padded, _tgt), _ref, atol=1e-5), \
+        "源序列末尾补 <pad> 不应改变 logits（编码器与交叉注意力的掩码）/ source <pad> must not change the logits"
+    assert torch.allclose(_m(_src, _tgt_padded)[:, :3], _ref, atol=1e-5), \
+        "目标序列末尾补 <pad> 不应改变前面的 logits / target <pad> must not change earlier logits"
+    _tgt_changed = torch.tensor([[1, 8, 4]])
+    assert torch.allclose(_m(_src, _tgt_changed)[:, :2], _ref[:, :2], atol=1e-5), \
+        "改变最后一个目标词不应影响前面位置（因果掩码）/ the last target token must not affect earlier positions (causal mask)"
+    torch.manual_seed(13)
+    _m5 = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0, pad_id=5).eval()
+    assert torch.allclose(_m5(torch.tensor([[6, 7, 5, 5]]), _tgt), _m5(torch.tensor([[6, 7]]), _tgt), atol=1e-5), \
+        "掩码应使用 self.pad_id，而不是写死 0 / masks must use self.pad_id, not a hard-coded 0"
+print("Transformer 掩码: 可见测试通过 / visible tests passed")
+
+# %% grade_id="transformer_forward_matches_reference" points=4 check="Transformer:Transformer"
+# Visible tests: encode/decode/forward recomputed step by step from your model's own parts.
+torch.manual_seed(14)
+_m = Transformer(10, 10, d_model=16, num_heads=4, d_ff=32, num_layers=2, dropout=0.0).eval()
+_src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])                                # (B, T_s)
+_tgt = torch.tensor([[1, 3, 4, 5, 0], [1, 6, 7, 8, 9]])                          # (B, T_t)
+with torch.no_grad():
+    _src_mask = make_pad_mask(_src)                                                 # (B, 1, 1, T_s)
+    _x = _m.pos_enc(_m.src_embed(_src) * math.sqrt(16))                            # (B, T_s, d_model)
+    for _layer in _m.encoder_layers:
+        _x, _ = _layer(_x, _src_mask)
+    assert torch.allclose(_m.encode(_src), _x, atol=1e-5), \
+        "encode：嵌入 × √d_model，加位置编码，再过各编码器层（源填充掩码）/ encode: embed * sqrt(d_model), + PE, encoder layers with the source pad mask"
+    _tgt_mask = make_pad_mask(_tgt) & make_subsequent_mask(5)                       # (B, 1, T_t, T_t)
+    _y = _m.pos_enc(_m.tgt_embed(_tgt) * math.sqrt(16))                            # (B, T_t, d_model)
+    for _layer in _m.decoder_layers:
+        _y, _ = _layer(_y, _x, _tgt_mask, _src_mask)
+    assert torch.allclose(_m.decode(_tgt, _x, _src_mask), _y, atol=1e-5), \
+        "decode：嵌入 × √d_model，加位置编码，各解码器层（填充 & 因果，交叉注意力用 src_mask）/ decode: pad & causal self-mask, src_mask for cross-attention"
+    assert torch.allclose(_m(_src, _tgt), _m.out_proj(_y), atol=1e-5), "forward 应返回 out_proj(decode(...)) / forward must return out_proj(decode(...))"
+print("Transformer 前向: 可见测试通过 / visible tests passed")
+
+# %% [markdown]
+# 下面用一个小模型（$d_{\text{model}} = 32,\ H = 4,\ N = 2$）把第 3 节的形状追踪实际走一遍：
+
+# %%
+src_demo = torch.tensor([[5, 6, 7, 8, 0, 0, 0], [3, 4, 5, 6, 7, 8, 9]])           # (B=2, T_s=7)
+tgt_demo = torch.tensor([[1, 5, 6, 7, 0], [1, 3, 4, 5, 6]])                        # (B=2, T_t=5)
+
+
+def show(step, t):
+    print(f"{step:52s} {tuple(t.shape)}")
+
+
+try:
+    torch.manual_seed(15)
+    model = Transformer(12, 12, d_model=32, num_heads=4, d_ff=64, num_layers=2, dropout=0.0).eval()
+    with torch.no_grad():
+        src_mask = make_pad_mask(src_demo, model.pad_id)
+        show("src_mask = make_pad_mask(src)", src_mask)
+        x = model.pos_enc(model.src_embed(src_demo) * math.sqrt(model.d_model))
+        show("pos_enc(src_embed(src) * sqrt(d_model))", x)
+        for i, layer in enumerate(model.encoder_layers):
+            x, attn = layer(x, src_mask)
+            show(f"encoder layer {i}: self-attention weights", attn)
+            show(f"encoder layer {i}: output", x)
+        print("memory equals model.encode(src):", torch.allclose(x, model.encode(src_demo), atol=1e-6))
+        tgt_mask = make_pad_mask(tgt_demo, model.pad_id) & make_subsequent_mask(tgt_demo.size(1))
+        show("tgt_mask = pad(tgt_in) & causal", tgt_mask)
+        y = model.pos_enc(model.tgt_embed(tgt_demo) * math.sqrt(model.d_model))
+        show("pos_enc(tgt_embed(tgt_in) * sqrt(d_model))", y)
+        for i, layer in enumerate(model.decoder_layers):
+            y, (self_w, cross_w) = layer(y, x, tgt_mask, src_mask)
+            show(f"decoder layer {i}: self-attention weights", self_w)
+            show(f"decoder layer {i}: cross-attention weights", cross_w)
+            show(f"decoder layer {i}: output", y)
+        logits = model.out_proj(y)
+        show("logits = out_proj(hidden)", logits)
+        print("logits equal model(src, tgt_in):", torch.allclose(logits, model(src_demo, tgt_demo), atol=1e-6))
+except NotImplementedError:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# ## 5. 训练与推理：为什么一个并行、一个串行
+#
+# **训练（teacher forcing）**：目标序列 $y_1 \dots y_n$ 右移一位作为解码器输入，原序列加 `<eos>` 作为标签：
+#
+# ```
+# tgt_in  = <bos> y1  y2  ...  yn
+# tgt_out =  y1   y2  y3  ... <eos>
+# ```
+#
+# 一次前向就得到全部 $n + 1$ 个位置的预测，因果掩码保证位置 $i$ 只用到 $y_{<i}$ 与 `<bos>`，损失对所有位置一起算。
+# 整个目标序列并行，这是 Transformer 训练比 RNN 快的主要原因。
+#
+# **推理（自回归，autoregressive）**：下一个词要等上一个词生成出来才知道，只能一步一步来：
+# 编码器只跑一次，解码器每步跑一次。模型在训练时看到的前缀都是**正确答案**，推理时看到的是**自己生成的**，
+# 前面错一步后面可能一路错下去——这叫暴露偏差（exposure bias）。
+#
+# **贪心解码**每步取概率最大的词。它的批量版本要处理一个细节：各行在不同的步输出 `<eos>`。正确做法是记录每行是否已结束，
+# 已结束的行之后一律补 `<pad>`，**所有行**都结束时立即停止。参考材料里的写法是 `if (next_token == eos_id).all(): break`——
+# 只有所有行**在同一步**恰好输出 `<eos>` 才会停，而且结束的行还在继续写词。
+#
+# 下面用一个“剧本”代替输出层来看清这一点：`ScriptedHead` 在第 $s$ 步让第 $b$ 行的最大 logit 落在 `script[b][s]` 上，
+# 这样不用训练就能决定每行在哪一步输出 `<eos>`。
+
+# %%
+class ScriptedHead(nn.Module):
+    """Stands in for ``out_proj``: at its s-th call, row b gets its largest logit on ``script[b][s]``.
+
+    Works whether it is called on the last position ``(B, d_model)`` or on every position
+    ``(B, T, d_model)``, as long as greedy decoding calls ``out_proj`` once per step.
+    """
+
+    def __init__(self, script, vocab):
+        super().__init__()
+        self.script = torch.tensor(script)                                         # (B, steps)
+        self.vocab = vocab
+        self.calls = 0
+
+    def forward(self, hidden):
+        step = min(self.calls, self.script.size(1) - 1)
+        self.calls += 1
+        logits = F.one_hot(self.script[:, step], self.vocab).to(hidden.dtype)      # (B, V)
+        B, V = logits.shape
+        return logits.view(B, *([1] * (hidden.dim() - 2)), V).expand(*hidden.shape[:-1], V)  # (B, ..., V)
+
+
+SCRIPT = [[5, EOS_ID, 7, 7, 7, 7],      # row 0 ends at step 1
+          [6, 7, EOS_ID, 7, 7, 7],      # row 1 ends at step 2
+          [EOS_ID, 8, 8, 8, 8, 8]]      # row 2 ends at step 0
+
+
+@torch.no_grad()
+def seed_style_greedy(model, src, bos_id, eos_id, max_new_tokens):
+    """The reference material's loop: no per-row bookkeeping, stops only if all rows hit EOS in the same step."""
+    memory = model.encode(src)
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)                    # (B, 1)
+    for _ in range(max_new_tokens):
+        next_token = model.out_proj(model.decode(ys, memory, make_pad_mask(src))[:, -1]).argmax(-1, keepdim=True)  # (B, 1)
+        ys = torch.cat([ys, next_token], dim=1)
+        if (next_token == eos_id).all():
+            break
+    return ys
+
+
+src_script = torch.tensor([[5, 6, 7, 0], [5, 6, 7, 8], [9, 9, 0, 0]])             # (B=3, T_s)
+try:
+    torch.manual_seed(16)
+    model_s = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0).eval()
+    model_s.out_proj = ScriptedHead(SCRIPT, vocab=12)
+    print("seed-style loop:\n", seed_style_greedy(model_s, src_script, BOS_ID, EOS_ID, max_new_tokens=6))
+    model_s.out_proj = ScriptedHead(SCRIPT, vocab=12)
+    print("your greedy_decode:\n", model_s.greedy_decode(src_script, BOS_ID, EOS_ID, max_new_tokens=6))
+except NotImplementedError:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# 参考材料的循环跑满了 6 步，结束的行后面还接着 `7`、`8`；正确的版本在第 3 步后停止（3 行都已输出 `<eos>`），
+# 结束的行补 `<pad> = 0`：`[[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]]`。下面的评分单元格检查的正是这个行为。
+
+# %% grade_id="greedy_decode_stops_at_eos" points=3 check="greedy_decode:Transformer"
+# Visible tests with the scripted head: start with BOS, pad finished rows, stop once every row has emitted EOS.
+torch.manual_seed(17)
+_m = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0).eval()
+_src = torch.tensor([[5, 6, 7, 0], [5, 6, 7, 8], [9, 9, 0, 0]])
+_m.out_proj = ScriptedHead(SCRIPT, vocab=12)
+_out = _m.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=6)
+assert isinstance(_out, torch.Tensor) and _out.dtype == torch.long, "应返回 LongTensor / must return a LongTensor"
+assert torch.all(_out[:, 0] == BOS_ID), "每行应以 <bos> 开头 / every row must start with <bos>"
+assert _out.shape == (3, 4), \
+    f"3 行都输出 <eos> 后应立即停止：形状 (3, 4)，得到 {tuple(_out.shape)} / must stop once every row has emitted <eos>: shape (3, 4)"
+assert torch.equal(_out, torch.tensor([[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]])), \
+    f"输出 <eos> 之后的位置应为 pad_id / positions after <eos> must be pad_id; got {_out.tolist()}"
+_m.out_proj = ScriptedHead([[5] * 8, [6] * 8, [7] * 8], vocab=12)                 # never emits <eos>
+_out = _m.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=4)
+assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个词：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
+assert torch.equal(_out[:, 1:], torch.tensor([[5] * 4, [6] * 4, [7] * 4])), "每步应取最后一个位置 logits 的 argmax / take the arg-max of the last position's logits"
+print("greedy_decode: 可见测试通过 / visible tests passed")
+
+# %% [markdown]
+# ## 6. 参数量：公式、实例与原论文 base 模型
+#
+# 记 $d = d_{\text{model}}$，沿用第 05 章的单层公式：
+#
+# $$
+# \begin{aligned}
+# P_{\text{enc}} &= (4d^2 + 4d) + (2d\,d_{\text{ff}} + d_{\text{ff}} + d) + 4d, \qquad
+# P_{\text{dec}} = 2(4d^2 + 4d) + (2d\,d_{\text{ff}} + d_{\text{ff}} + d) + 6d\\
+# P &= \underbrace{V_s d + V_t d}_{\text{两个嵌入}} + N (P_{\text{enc}} + P_{\text{dec}}) + \underbrace{d\,V_t + V_t}_{\text{out\_proj}}
+# \end{aligned}
+# $$
+#
+# 位置编码是 buffer（不训练），不计入参数。原论文（WMT 英德）用一个**共享**的 BPE 词表，约 37000 个 token，并让源嵌入、
+# 目标嵌入、输出投影三者共用一个矩阵（three-way weight tying）；这时嵌入部分只算一次 $V d$，`out_proj` 只剩偏置 $V$
+# （论文没有说输出层有没有偏置，我们的 `nn.Linear` 有）。我们的 `Transformer` 默认**不共享**：三个矩阵各算各的。
+#
+# 下表的假设：base 配置 $d = 512,\ H = 8,\ d_{\text{ff}} = 2048,\ N = 6$；“分开”表示源、目标词表各 37000 且不共享权重；
+# “共享”表示一个 37000 的词表、三者共享。“实例”一列在 `meta` 设备上真正构造你的 `Transformer` 来数参数——
+# `meta` 张量只有形状、不分配内存，1 亿参数的模型也是瞬间建好。
+
+# %%
+def encoder_layer_params(d, d_ff):
+    return (4 * d * d + 4 * d) + (2 * d * d_ff + d_ff + d) + 4 * d
+
+
+def decoder_layer_params(d, d_ff):
+    return 2 * (4 * d * d + 4 * d) + (2 * d * d_ff + d_ff + d) + 6 * d
+
+
+def transformer_params(src_vocab, tgt_vocab, d, d_ff, n_layers, tied=False):
+    """Exact parameter count from the formula; ``tied``: one shared matrix for both embeddings and out_proj."""
+    layers = n_layers * (encoder_layer_params(d, d_ff) + decoder_layer_params(d, d_ff))
+    if tied:
+        if src_vocab != tgt_vocab:
+            raise ValueError("共享权重需要同一个词表 / tying needs one shared vocabulary")
+        return tgt_vocab * d + layers + tgt_vocab                          # shared matrix + out_proj bias
+    return (src_vocab + tgt_vocab) * d + layers + (d * tgt_vocab + tgt_vocab)
+
+
+def instantiated_params(src_vocab, tgt_vocab, tied=False):
+    """Build the base model on the meta device (shapes only) and count its distinct parameters."""
+    with torch.device("meta"):
+        m = Transformer(src_vocab, tgt_vocab, d_model=512, num_heads=8, d_ff=2048, num_layers=6, max_len=5000)
+    if tied:
+        m.tgt_embed.weight = m.src_embed.weight                            # one matrix, three uses
+        m.out_proj.weight = m.src_embed.weight                             # (V, d) is nn.Linear(d, V)'s weight shape
+    return sum(p.numel() for p in m.parameters())                          # a shared tensor is counted once
+
+
+configs = [("separate, 37000 + 37000 (ours by default)", 37000, 37000, False),
+           ("shared 37000, tied (paper, EN-DE)", 37000, 37000, True),
+           ("shared 32000, tied (paper, EN-FR)", 32000, 32000, True)]
+print(f"{'base model (d=512, h=8, d_ff=2048, N=6)':44s} | {'formula':>12s} | {'instantiated':>12s}")
+for name, vs, vt, tied in configs:
+    try:
+        built = f"{instantiated_params(vs, vt, tied):12,d}"
+    except NotImplementedError:
+        built = f"{'(todo)':>12s}"
+    print(f"{name:44s} | {transformer_params(vs, vt, 512, 2048, 6, tied):12,d} | {built}")
+layers_only = 6 * (encoder_layer_params(512, 2048) + decoder_layer_params(512, 2048))
+print(f"{'encoder + decoder layers only':44s} | {layers_only:12,d} |")
+
+# %% [markdown]
+# 原论文表 3 报告 base 模型约 65M 参数；按共享词表的公式是 63.1M，差额来自论文没有给出的细节（词表的确切大小等）。
+# 不共享时要 101M：三个 $37000 \times 512$ 的矩阵就占了 56.8M。有材料说“单层约 3.15M，6 层约 18.9M”——那只数了编码器；
+# 解码器层因为多一个交叉注意力更大，6 层编码器加 6 层解码器是 44.1M。各部分的占比：
+
+# %%
+d, d_ff, N, V = 512, 2048, 6, 37000
+attn = 4 * d * d + 4 * d
+ffn = 2 * d * d_ff + d_ff + d
+breakdown = {
+    "shared embedding / output matrix (V x d)": V * d,
+    "encoder self-attention (6 layers)": N * attn,
+    "encoder FFN (6 layers)": N * ffn,
+    "decoder self-attention (6 layers)": N * attn,
+    "decoder cross-attention (6 layers)": N * attn,
+    "decoder FFN (6 layers)": N * ffn,
+    "LayerNorms (30 of them)": N * (4 * d + 6 * d),
+    "output bias": V,
+}
+assert sum(breakdown.values()) == transformer_params(V, V, d, d_ff, N, tied=True)
+plot_param_breakdown(breakdown, title="Base Transformer, shared 37k vocabulary, tied weights")
+plt.show()
+
+# %% [markdown]
+# FFN 是参数大户（两组合计 25.2M，占 40%），其次是词嵌入（30%）。词表越大，嵌入占比越高——这也是大词表模型普遍做权重共享的原因之一。
+
+# %% [markdown]
+# ## 7. 复杂度与显存
+#
+# 记序列长度 $n$。每层的主要开销：
+#
+# | 部分 | 计算量 | 说明 |
+# | --- | --- | --- |
+# | Q、K、V、O 投影 | $O(n d^2)$ | 四个 $d \times d$ 矩阵乘 |
+# | $QK^{\top}$ 与 $AV$ | $O(n^2 d)$ | 所有头合计；头数不改变总量 |
+# | FFN | $O(n\, d\, d_{\text{ff}})$ | $d_{\text{ff}} = 4d$ 时 $O(8 n d^2)$ |
+# | 注意力权重显存 | $O(B H n^2)$ | 反向传播要存下来 |
+#
+# $n$ 小于约 $d$ 的几倍时投影和 FFN 占主导；$n$ 很大时 $n^2$ 项占主导，序列翻倍，注意力的计算和显存都翻四倍。
+# 单个头、单个样本的注意力矩阵（FP16，每个元素 2 字节）：
+
+# %%
+for n in (512, 1024, 2048, 4096, 16384):
+    print(f"n = {n:5d}: n^2 = {n * n:11,d} elements = {n * n * 2 / 2**20:5.1f} MiB per head (fp16)")
+
+# %% [markdown]
+# $n = 16384$ 时每个头 512 MiB，8 个头 4 GiB，还没算梯度和其他激活；批大小 $B$ 再乘上去。这就是 FlashAttention（分块计算、
+# 不存整张矩阵，显存 $O(n)$，计算量仍是 $O(n^2)$，靠减少显存读写提速，论文报告约 2–4 倍）、稀疏或局部注意力、
+# Linformer / Performer 一类的线性注意力（近似）、梯度检查点（gradient checkpointing，用重算换显存）等方法要解决的问题。
+# 一个不花钱的优化：每个批次只补齐到**批内最长**的序列，而不是一律补到 2048——有效内容只有几百个 token 时，$n^2$ 的浪费是几十倍。
+#
+# **推理**时情况不同：每一步只新增 1 个查询。如果每步都把整个前缀重新过一遍解码器（第 4 节的 `greedy_decode` 就是这样），
+# 第 $t$ 步要重算 $t$ 个位置，生成 $T$ 个词共算 $O(T^2)$ 个位置的投影和 FFN、$O(T^3)$ 的注意力乘加。
+# 对比训练：$n = 2048$ 时训练每个头要算一个 4.2M 元素的注意力矩阵，而推理时新的一步本质上只需要新查询与 2048 个键的点积。
+# 前缀里每个位置的 K、V 在之后的步骤里**不会变**（因果掩码保证了前面的位置看不到后面的词），重算纯属浪费——这就是 KV 缓存的出发点。
+
+# %% [markdown]
+# ## 8. 选做：KV 缓存（不计分）
+#
+# **思路**：每个解码器层为自注意力维护一份缓存 `(K, V)`，形状 `(B, H, t, d_k)`。第 $t$ 步只把**最新的一个词**送进解码器：
+#
+# 1. 嵌入最新的词，加上**第 $t$ 个位置**的位置编码（不是第 0 个！），得到 `(B, 1, d_model)`；
+# 2. 每层自注意力：只算这个词的 q、k、v，把 k、v 拼到缓存末尾，q 与缓存里全部 $t + 1$ 个键做注意力。
+#    新词本来就只看过去和自己，所以**不需要因果掩码**；但缓存里可能有已结束行补的 `<pad>`，键的填充掩码仍要；
+# 3. 交叉注意力的 K、V 来自 memory，整个解码过程不变：在开始时每层算一次，之后反复使用；
+# 4. 残差、LayerNorm、FFN 都是逐位置的，只算这一个位置即可。
+#
+# 代价是显存：每层每个词缓存 K、V 各 $d_{\text{model}}$ 个数。base 模型（6 层解码器、$d = 512$、FP16）每个词
+# $6 \times 2 \times 512 \times 2$ 字节 = 12 KiB，生成 2048 个词时每个样本 24 MiB；交叉注意力的缓存另算，大小与源序列长度成正比。
+# 大模型推理时 KV 缓存常常比模型权重还占显存，这催生了多查询注意力（MQA）、分组查询注意力（GQA）、分页缓存（PagedAttention）等技术。
+#
+# 写一个与 `model.greedy_decode` **逐词相同**的 `greedy_decode_cached(model, src, bos_id, eos_id, max_new_tokens)`。
+# 它直接使用模型的子模块（`layer.self_attn.W_q` 等），所以要自己分头、合头。
+
+# %% exercise="greedy_decode_cached"
+
+# %% [markdown]
+# 在同一个**未训练**的模型上比较两种解码（结果逐词相同，才谈得上比速度）。为了让每次调用都生成同样多的词，
+# 这里把 `eos_id` 设成一个模型不可能输出的 id（`-1`），两种解码都会跑满 `max_new_tokens` 步。计时的数字每台机器都不同。
+
+# %%
+try:
+    torch.manual_seed(18)
+    model_t = Transformer(16, 16, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0).eval()
+    src_t = torch.randint(3, 16, (4, 12), generator=torch.Generator().manual_seed(18))   # (B, T_s)
+    NO_EOS = -1                                                                          # never emitted
+    model_t.greedy_decode(src_t, BOS_ID, NO_EOS, 4)                                      # warm-up
+    greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, 4)
+    lengths, plain_s, cached_s = [8, 16, 32, 64], [], []
+    for n in lengths:
+        best_plain = best_cached = float("inf")
+        for _ in range(2):                                                               # best of 2 runs
+            start = time.perf_counter()
+            plain = model_t.greedy_decode(src_t, BOS_ID, NO_EOS, n)
+            middle = time.perf_counter()
+            cached = greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, n)
+            best_plain = min(best_plain, middle - start)
+            best_cached = min(best_cached, time.perf_counter() - middle)
+        assert torch.equal(plain, cached), f"{n} 个新词时两种解码的输出不同 / outputs differ at {n} new tokens"
+        plain_s.append(best_plain)
+        cached_s.append(best_cached)
+        print(f"{n} new tokens: plain {1e3 * plain_s[-1]:.1f} ms, cached {1e3 * cached_s[-1]:.1f} ms")
+    print("identical tokens at every length: True")
+    print("KV cache faster at 64 new tokens:", cached_s[-1] < plain_s[-1])
+    plot_decode_timing(lengths, plain_s, cached_s,
+                       title="Greedy decoding on one untrained model (d_model=128, N=2, B=4): plain vs KV cache")
+    plt.show()
+except NotImplementedError:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# 生成的词越多，加速越明显：不带缓存时每步的开销随前缀长度线性增长，带缓存时每步基本是常数（注意力部分随 $t$ 线性增长，但很小）。
+# 短序列时加速有限，因为每步固定的开销（Python 循环、小矩阵乘）占了大头。在 GPU 上、大模型里，KV 缓存是所有生成式推理的标配。
+#
+# 另一个常见的选做是**束搜索（beam search）**：每步保留得分最高的 $k$ 个前缀而不是 1 个，按对数概率之和（常配长度惩罚）排序。
+# 翻译任务里它比贪心解码好一些（原论文用 beam size 4、长度惩罚 $\alpha = 0.6$）；开放式生成里更常用采样（temperature、top-k、top-p）。
+
+# %% [markdown]
+# ## 9. 三种架构：编码器-解码器、仅编码器、仅解码器
+#
+# | 架构 | 注意力 | 代表模型 | 典型任务 |
+# | --- | --- | --- | --- |
+# | 仅编码器（encoder-only） | 双向自注意力 | BERT、RoBERTa | 分类、序列标注、抽取式问答 |
+# | 仅解码器（decoder-only） | 因果自注意力 | GPT 系列、LLaMA、Qwen | 生成、对话，现代大模型 |
+# | 编码器-解码器 | 编码器双向 + 解码器因果 + 交叉注意力 | 原始 Transformer、T5、BART | 翻译、摘要等条件生成 |
+#
+# 仅解码器模型就是本章的解码器去掉交叉注意力（每层两个子层），输入是“提示 + 已生成部分”拼成的一条序列。
+# **前缀语言模型（prefix LM）**介于两者之间：前缀部分内部双向可见，生成部分因果（UniLM、GLM 属于这类；
+# T5 本身是编码器-解码器，它的论文把 prefix LM 作为对照实验比较过）。
+#
+# **为什么现在的大模型多是仅解码器？** 常见的理由：
+#
+# 1. **目标简单、数据无限**：下一个词预测（next-token prediction）可以直接用任何文本训练，不需要设计 MLM 那样的任务；
+# 2. **工程简单**：一个模块，训练和推理是同一个计算图；KV 缓存可以跨多轮对话复用；
+# 3. **规模化表现**：在相同算力下，仅解码器模型的零样本、少样本（in-context learning）能力在实践中表现突出；
+# 4. **一种理论解释（有争议）**：因果注意力矩阵是下三角且对角线为正，必定满秩；双向注意力矩阵可能低秩，表达能力受限。
+#    这是一种直觉性的论证，不是定论。（常被引用的 Dong et al. 2021 讨论的是“不带残差和 FFN 的纯注意力随深度指数级退化为秩 1”，
+#    它对两种注意力都成立，不能直接拿来证明“双向不如单向”。）
+
+# %% [markdown]
+# ## 10. 易错点清单
+#
+# | 错误 | 现象 |
+# | --- | --- |
+# | 忘了乘 $\sqrt{d_{\text{model}}}$，或用 $\mathcal{N}(0, 1)$ 嵌入又乘了它 | 位置信号或词的信号被淹没，训练慢、学不会顺序 |
+# | 掩码交给调用者传、默认 `None` | 忘传时 `<pad>` 参与注意力，不报错 |
+# | `pad_id` 写死为 0 | 换词表后掩码全错 |
+# | 交叉注意力用了目标的掩码，或每层解码器配对应层编码器的输出 | 形状错或语义错：交叉注意力用源填充掩码和**最后一层**编码器输出 |
+# | `forward` 里做了 softmax，训练又用 `cross_entropy` | 双重 softmax，梯度被压小，学得极慢 |
+# | 贪心解码取 `logits[:, 0]` 而不是 `logits[:, -1]` | 每步都重复预测第一个词 |
+# | `if (next == eos).all(): break` | 各行不在同一步结束时永远停不下来；结束的行继续写词 |
+# | 推理前没有 `model.eval()` | dropout 仍然生效，同一输入每次结果不同 |
+# | 在 `greedy_decode` 里偷偷调 `self.eval()`（参考材料就是这样） | 训练中途评估一次后，模型一直停在 eval 模式，dropout 悄悄关掉了 |
+# | `max_len` 小于 `1 + max_new_tokens` 或源序列长度 | 位置编码越界（`PositionalEncoding` 报错） |
+# | KV 缓存时新词用了第 0 个位置的位置编码 | 结果与不带缓存的解码不同 |
+# | KV 缓存时对单个新词还加因果掩码 `(t, t)` | 形状对不上 `(1, t)`：新词本来就只看过去 |
+
+# %% [markdown]
+# ## 11. 面试要点（Q&A）
+#
+# **Q1：用 30 秒讲一下 Transformer 的结构。**
+# 编码器-解码器。编码器 $N$ 层，每层多头自注意力 + FFN；解码器 $N$ 层，每层带因果掩码的自注意力、对编码器输出的交叉注意力、FFN；
+# 每个子层都有残差连接和 LayerNorm（原论文 Post-LN）。输入是词嵌入 × $\sqrt{d_{\text{model}}}$ 加正弦位置编码，输出经线性层得到词表上的 logits。
+#
+# **Q2：为什么嵌入要乘 $\sqrt{d_{\text{model}}}$？** 原论文把嵌入与输出投影共享，权重按小方差初始化；乘 $\sqrt{d}$ 让嵌入与位置编码
+# （元素在 $[-1, 1]$）量级相当，否则位置信号占主导。它和初始化方式是配套的。
+#
+# **Q3：base 模型有多少参数？** 约 65M（论文）。按公式：12 个层共 44.1M（编码器层 3.15M × 6，解码器层 4.20M × 6），
+# 共享的 37000 × 512 嵌入矩阵 18.9M，合计约 63.1M；不共享则约 101M。
+#
+# **Q4：什么是权重共享（weight tying）？有什么好处？** 源嵌入、目标嵌入和输出投影用同一个矩阵（需要共享词表）：
+# 参数少了两个 $V \times d$ 矩阵，输入和输出的词向量空间一致，小数据上通常还能提升效果。
+# （另一种共享是 ALBERT 的**跨层**参数共享：所有层用同一组权重，参数量大降，但计算量不变。）
+#
+# **Q5：训练和推理的区别？** 训练用 teacher forcing，整个目标序列一次前向、并行计算，靠因果掩码防止偷看；
+# 推理自回归，逐词串行。训练见到的是正确前缀，推理见到的是自己的输出（exposure bias）。
+#
+# **Q6：贪心解码什么时候停？批量时要注意什么？** 输出 `<eos>` 或达到最大长度。批量时每行结束的时间不同：
+# 记录每行是否结束，结束的行补 `<pad>`，所有行都结束才停。
+#
+# **Q7：KV 缓存的原理？为什么能缓存？代价是什么？**
+# 因果掩码下，前面位置的 K、V 不依赖后面的词，生成新词时不会变，所以缓存起来，每步只算新词的 q、k、v；
+# 每步开销从与前缀长度成正比（重算全部位置）降到基本常数（注意力部分线性）。代价是显存：每层每个词 $2d$ 个数，随序列长度线性增长。
+# 交叉注意力的 K、V 来自编码器输出，整个解码只算一次。
+#
+# **Q8：注意力的复杂度？瓶颈在哪？** 时间 $O(n^2 d)$，显存 $O(B H n^2)$；投影和 FFN 是 $O(n d^2)$。
+# 长序列时 $n^2$ 是瓶颈：FlashAttention 省显存（不省计算量）、稀疏/局部/线性注意力省计算量但有近似。
+#
+# **Q9：为什么大模型多用仅解码器架构？** 目标简单、任意文本可训练；工程简单、KV 缓存好用；规模化后的少样本能力强；
+# 还有“因果注意力矩阵满秩”之类的理论解释，但那只是一种说法。
+#
+# **Q10：Transformer 为什么能取代 RNN？** 训练时整句并行（RNN 必须按时间步串行）；任意两个位置之间的路径长度是 $O(1)$
+# （RNN 是 $O(n)$），长距离依赖更容易学；代价是 $O(n^2)$ 的注意力和需要显式的位置编码。
+#
+# 下一章：用这个 `Transformer` 训练一个真正能学会的复制任务（copy task），并看训练好的交叉注意力如何沿对角线对齐。

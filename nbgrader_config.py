@@ -1,0 +1,37 @@
+# nbgrader configuration for the course. Run every nbgrader command from the repository root
+# (the folder holding this file): all paths below are relative to it.
+c = get_config()  # noqa: F821  (injected by nbgrader)
+
+c.CourseDirectory.course_id = "shousi-transformer"
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "release"
+
+# generate_assignment copies every non-notebook file of source/<assignment>/ into release/
+# (and the exchange copies submissions the same way): keep anything that is not student
+# material out, whatever a maintainer leaves lying around.
+c.CourseDirectory.ignore = [
+    ".*", "__pycache__", "*.pyc", ".ipynb_checkpoints", "feedback",
+    "*.py", "*.db", "*.sqlite", "answer_keys", "solutions", "*.bak", "*~",
+]
+
+# Seconds per cell under validate/autograde. Chapter 07 trains less when NBGRADER_EXECUTION is
+# set; a hanging cell costs this much once, then it is interrupted and scores 0.
+c.Execute.timeout = 180
+
+# A learner who deletes a graded cell gets it back (and its score) instead of a manual-grade hole.
+c.OverwriteCells.add_missing_cells = True
+
+# The stub that replaces every ### BEGIN/END SOLUTION region (also in notebooks/, via tools/build.py).
+c.ClearSolutions.code_stub = {
+    "python": "# YOUR CODE HERE / 在这里写你的代码\n"
+    'raise NotImplementedError("待实现：请按上面的说明完成这一段 / '
+    'Not implemented yet: follow the instructions above")',
+}
+
+# Autograding that survives broken and hostile submissions (tutor/hardening.py, run in the
+# nbgrader process, out of the learner's kernel's reach): tampered cell metadata is repaired, a
+# dead or stuck kernel costs only the cells after it, and learner code that tampers with the
+# grading machinery voids the graded cells that run after it.
+from tutor.hardening import configure  # noqa: E402
+
+configure(c)

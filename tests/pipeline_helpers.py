@@ -1,0 +1,56 @@
+"""Helpers shared by the pipeline tests (build, leaks, nbgrader end to end, nbval)."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_build():
+    """tools/build.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("course_build", ROOT / "tools" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = load_build()
+LESSONS = build.lesson_names()
+
+
+def read_nb(path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def nbgrader_meta(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+def graded_cells(nb):
+    return [c for c in nb.cells if nbgrader_meta(c).get("grade")]
+
+
+def copy_build_inputs(dest):
+    """Copy what tools/build.py reads into ``dest`` so a build there leaves the repository alone."""
+    for rel in ("lessons", "tools"):
+        shutil.copytree(ROOT / rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "nbval_sanitize.cfg", dest / "tests")
+    shutil.copy(ROOT / "nbgrader_config.py", dest)
+
+
+def nbgrader(*args, cwd, check=True, timeout=900):
+    """Run the nbgrader CLI of this environment in ``cwd``; returns the CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
+    # nbgrader runs the `alembic` executable when it creates a gradebook: it must be on PATH.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"nbgrader {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc

@@ -1,0 +1,95 @@
+"""The build is in sync: the committed generated files are exactly what tools/build.py makes.
+
+One rebuild with ``--no-execute`` into a temporary copy (the working tree is never touched);
+then source/, release/ and notebooks/ are compared byte for byte, and the answer keys' cells
+with the fresh source notebooks (their outputs are checked by tests/test_nbval.py).
+"""
+import subprocess
+import sys
+
+import pytest
+
+from pipeline_helpers import LESSONS, ROOT, build, copy_build_inputs, nbgrader_meta, read_nb
+
+
+def generated_files(root):
+    """Relative paths of every generated file of the three plain editions under ``root``."""
+    files = set()
+    for folder in ("source", "release", "notebooks"):
+        if (root / folder).exists():
+            files |= {str(p.relative_to(root)) for p in (root / folder).rglob("*")
+                      if p.is_file() and ".ipynb_checkpoints" not in p.parts and p.name != ".gitkeep"}
+    return files
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """A fresh ``--no-execute`` build of every lesson in a temporary copy of the build inputs."""
+    dest = tmp_path_factory.mktemp("fresh_build")
+    copy_build_inputs(dest)
+    proc = subprocess.run([sys.executable, str(dest / "tools" / "build.py"), "--no-execute"],
+                          capture_output=True, text=True, cwd=dest)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return dest
+
+
+def test_there_are_lessons():
+    assert LESSONS, "lessons/ holds no NN_topic.py"
+    assert LESSONS[0] == "00_orientation"
+
+
+def test_committed_editions_match_a_fresh_build(fresh):
+    committed, rebuilt = generated_files(ROOT), generated_files(fresh)
+    assert committed == rebuilt, (
+        f"missing from the repository: {sorted(rebuilt - committed)}; "
+        f"not produced by the build: {sorted(committed - rebuilt)} -- run `make build`")
+    stale = [rel for rel in sorted(rebuilt) if (ROOT / rel).read_bytes() != (fresh / rel).read_bytes()]
+    assert not stale, f"out of date (edit lessons/ or solutions/, then run `make build`): {stale}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_answer_key_cells_match_the_source_notebook(fresh, name):
+    key_path = ROOT / "solutions" / "answer_keys" / f"{name}.ipynb"
+    assert key_path.exists(), f"{key_path.relative_to(ROOT)} missing -- run `make build`"
+    key, source = read_nb(key_path), read_nb(fresh / "source" / name / f"{name}.ipynb")
+    assert [c.cell_type for c in key.cells] == [c.cell_type for c in source.cells]
+    for k, s in zip(key.cells, source.cells):
+        assert k.source == s.source, f"{name}: answer key cell {s.get('id')} is stale -- run `make build`"
+        assert k.metadata == s.metadata, f"{name}: answer key cell {s.get('id')} metadata differs"
+    code_outputs = [o for c in key.cells if c.cell_type == "code" for o in c.outputs]
+    assert code_outputs, f"{name}: the answer key has no outputs; was it built with --no-execute?"
+
+
+def test_no_answer_key_without_a_lesson():
+    keys = {p.stem for p in (ROOT / "solutions" / "answer_keys").glob("*.ipynb")}
+    assert keys <= set(LESSONS), f"answer keys without a lesson: {sorted(keys - set(LESSONS))}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_source_notebook_is_a_clean_nbgrader_notebook(name):
+    nb = read_nb(ROOT / "source" / name / f"{name}.ipynb")
+    assert nb.metadata.kernelspec.name == "python3"
+    ids = [nbgrader_meta(c)["grade_id"] for c in nb.cells]
+    assert len(ids) == len(set(ids)), f"{name}: duplicate grade_ids"
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        assert meta["schema_version"] == 3
+        assert meta["locked"] or meta["solution"], f"{name}: cell {meta['grade_id']} is neither locked nor a solution"
+        if meta["grade"]:
+            assert meta["points"] > 0
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+def test_bad_lesson_metadata_gives_a_clear_error(tmp_path, monkeypatch):
+    lesson = tmp_path / "98_broken.py"
+    lesson.write_text('# %%\nimport math\n\n# %% grade_id="shape_ok" points=0\nassert True\n', encoding="utf-8")
+    monkeypatch.setattr(build, "LESSONS", tmp_path)
+    with pytest.raises(build.LessonError, match="points > 0"):
+        build.build_notebook("98_broken", "source")
+    lesson.write_text('# %%\nimport math\n\n# %% exercise="softmax"\n\n# %% provided="softmax"\n', encoding="utf-8")
+    with pytest.raises(build.LessonError, match="both graded and provided"):
+        build.build_notebook("98_broken", "source")
+    lesson.write_text('# %%\nimport math\n\n# %% exercise="no_such_thing"\n', encoding="utf-8")
+    with pytest.raises(build.LessonError, match="no object named"):
+        build.build_notebook("98_broken", "source")

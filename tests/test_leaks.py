@@ -1,0 +1,179 @@
+"""No leak: what a learner gets (release/ and notebooks/) holds no solution code, no hidden test,
+no lesson source and no answer key, and its setup does not load the reference package."""
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import solutions
+from pipeline_helpers import LESSONS, ROOT, build, nbgrader, read_nb
+
+FORBIDDEN_ANYWHERE = [
+    (re.compile(r"BEGIN SOLUTION|END SOLUTION"), "solution markers"),
+    (re.compile(r"BEGIN HIDDEN|END HIDDEN"), "hidden-test markers"),
+]
+FORBIDDEN_IN_CODE = [
+    (re.compile(r"(?<![\w.])grade\("), "a hidden grade(...) call"),
+    (re.compile(r"tutor\.grading import grade\b"), "the hidden-test import"),
+    (re.compile(r"^\s*(import solutions|from solutions\b)", re.MULTILINE), "an import of the reference package"),
+]
+
+
+def learner_notebooks(name):
+    return {"release": ROOT / "release" / name / f"{name}.ipynb", "notebooks": ROOT / "notebooks" / f"{name}.ipynb"}
+
+
+def exercise_names(name):
+    cells = build.read_lesson(name)
+    return [n for c in cells if "exercise" in c.metadata for n in build.split_names(c.metadata["exercise"], "exercise", name)]
+
+
+def significant(lines):
+    """Stripped lines that carry code: no blanks, comments or short fragments like ``return out``."""
+    return [t for t in (line.strip() for line in lines) if len(t) >= 12 and not t.startswith("#")]
+
+
+def solution_snippets(obj_name):
+    """What would betray a solution of ``solutions.<obj_name>``: every pair of consecutive
+    significant lines of its marked regions (a one-line region: that line)."""
+    snippets, region, inside = set(), [], False
+    for line in inspect.getsource(getattr(solutions, obj_name)).split("\n"):
+        text = line.strip()
+        if text == build.BEGIN_SOLUTION:
+            inside, region = True, []
+        elif text == build.END_SOLUTION:
+            inside = False
+            code = significant(region)
+            snippets |= {tuple(code)} if len(code) == 1 else set(zip(code, code[1:]))
+        elif inside:
+            region.append(line)
+    return snippets
+
+
+def snippets_in(sources):
+    """Single significant lines and consecutive pairs of them, per cell source."""
+    found = set()
+    for source in sources:
+        code = significant(source.split("\n"))
+        found |= {(t,) for t in code} | set(zip(code, code[1:]))
+    return found
+
+
+def allowed_snippets(source_nb):
+    """What a learner legitimately sees: provided cells and the unmarked parts of exercise cells."""
+    parts = []
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") or cell.metadata.get("jupyter", {}).get("source_hidden"):
+            kept, inside = [], False
+            for line in cell.source.split("\n"):
+                text = line.strip()
+                if text == build.BEGIN_SOLUTION:
+                    inside = True
+                elif text == build.END_SOLUTION:
+                    inside = False
+                    parts.append("\n".join(kept))
+                    kept = []
+                elif not inside:
+                    kept.append(line)
+            parts.append("\n".join(kept))
+    return snippets_in(parts)
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_release_folder_holds_only_the_notebook(name):
+    files = sorted(str(p.relative_to(ROOT / "release" / name)) for p in (ROOT / "release" / name).rglob("*") if p.is_file())
+    assert files == [f"{name}.ipynb"]
+
+
+def test_learner_folders_hold_only_learner_notebooks():
+    stray = [str(p.relative_to(ROOT)) for folder in ("release", "notebooks") for p in (ROOT / folder).rglob("*")
+             if p.is_file() and p.suffix != ".ipynb" and p.name != ".gitkeep"]
+    assert not stray, f"non-notebook files reach learners: {stray}"
+    extra = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")} - set(LESSONS)
+    assert not extra, f"notebooks/ holds notebooks without a lesson: {sorted(extra)}"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+@pytest.mark.parametrize("edition", ["release", "notebooks"])
+def test_no_solution_hidden_test_or_answer_in_learner_notebooks(name, edition):
+    path = learner_notebooks(name)[edition]
+    nb = read_nb(path)
+    text = "\n".join(c.source for c in nb.cells)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for patterns, where in ((FORBIDDEN_ANYWHERE, text), (FORBIDDEN_IN_CODE, code)):
+        for pattern, what in patterns:
+            match = pattern.search(where)
+            assert not match, f"{edition}/{name}: {what} found: {match.group(0)!r}"
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{edition}/{name} has outputs"
+    assert "lessons/" not in json.dumps(nb.metadata) and "jupytext" not in nb.metadata
+
+    allowed = allowed_snippets(read_nb(ROOT / "source" / name / f"{name}.ipynb"))
+    seen = snippets_in(c.source for c in nb.cells)
+    for obj_name in exercise_names(name):
+        leaked = sorted((solution_snippets(obj_name) & seen) - allowed)
+        assert not leaked, f"{edition}/{name}: reference code of {obj_name} leaked: {leaked}"
+
+
+@pytest.mark.parametrize("name", [n for n in LESSONS if exercise_names(n)])
+def test_stubs_replace_every_solution(name):
+    nb = read_nb(learner_notebooks(name)["release"])
+    stub = build.load_nbgrader_config().ClearSolutions.code_stub["python"].split("\n")[-1].strip()
+    solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert solution_cells and all(stub in c.source for c in solution_cells)
+    assert "NotImplementedError" in stub
+
+
+def test_generate_assignment_copies_no_maintainer_files(tmp_path):
+    """Junk next to a source notebook (lesson file, answer key, database, caches) stays out of release/."""
+    name = LESSONS[0]
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "source" / name, tmp_path / "source" / name)
+    junk = tmp_path / "source" / name
+    shutil.copy(ROOT / "lessons" / f"{name}.py", junk)
+    (junk / "answer_keys").mkdir()
+    (junk / "answer_keys" / f"{name}.ipynb").write_text("{}")
+    (junk / "solutions").mkdir()
+    (junk / "solutions" / "mha.py").write_text("# reference")
+    (junk / "gradebook.db").write_text("")
+    (junk / ".secret").write_text("")
+    (junk / "__pycache__").mkdir()
+    (junk / "__pycache__" / "x.pyc").write_text("")
+    nbgrader("generate_assignment", name, "--no-db", "--force", cwd=tmp_path)
+    released = sorted(str(p.relative_to(tmp_path / "release" / name)) for p in (tmp_path / "release" / name).rglob("*"))
+    assert released == [f"{name}.ipynb"]
+
+
+SETUP_PROBE = r"""
+import json, sys
+import nbformat
+first = None
+for path in sys.argv[1:]:
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    setup = [code[0]] + [c for c in code if c.metadata.get("jupyter", {}).get("source_hidden")]
+    namespace = {"__name__": "__main__"}
+    for cell in setup:
+        exec(compile(cell.source, path, "exec"), namespace)
+    if "solutions" in sys.modules:
+        first = path
+        break
+print(json.dumps({"checked": len(sys.argv) - 1, "first_to_load_solutions": first}))
+"""
+
+
+def test_learner_setup_cells_do_not_import_solutions():
+    """Run the setup and provided cells of every learner notebook; ``solutions`` must stay unloaded."""
+    paths = [str(p) for name in LESSONS for p in learner_notebooks(name).values()]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, "-c", SETUP_PROBE, *paths], capture_output=True, text=True,
+                          cwd=ROOT / "notebooks", env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["checked"] == len(paths)
+    assert result["first_to_load_solutions"] is None, f"{result['first_to_load_solutions']}: its setup loads solutions"

@@ -1,0 +1,204 @@
+"""nbgrader end to end, the way an instructor uses it, in a temporary course directory.
+
+Every chapter with graded cells goes into one course with a fresh gradebook
+(``generate_assignment``, ``db student import``), with three submissions per chapter -- the
+source notebook (must get full marks), the untouched release (must get zero, without crashing)
+and, for a few chapters, the source with one component replaced by a classic wrong
+implementation (must lose exactly that component's points) -- then one ``autograde`` and one
+``generate_feedback`` run over all of them (nbgrader starts once, not once per chapter). Scores are read from the gradebook API, never from
+the CLI's exit status. ``nbgrader.validator.Validator`` judges every autograded source (passes)
+and release (every graded cell fails), and runs its own execution on one chapter.
+"""
+import inspect
+import shutil
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import CheckCellMetadata
+from nbgrader.validator import Validator
+
+import solutions
+from pipeline_helpers import LESSONS, ROOT, build, graded_cells, nbgrader, nbgrader_meta, read_nb
+
+COURSE_ID = build.load_nbgrader_config().CourseDirectory.course_id
+GRADED = [n for n in LESSONS if any("grade_id" in c.metadata for c in build.read_lesson(n))]
+
+WRONG_ATTENTION_NUMPY = '''
+def attention_numpy(Q, K, V, mask=None):
+    """Wrong on purpose: forgets the 1/sqrt(d_k) scaling."""
+    scores = Q @ np.swapaxes(K, -1, -2)  # (..., T_q, T_k), not scaled
+    if mask is not None:
+        mask = np.asarray(mask).astype(bool)
+        scores = np.where(mask, scores, -1e9)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights = weights / weights.sum(axis=-1, keepdims=True)  # (..., T_q, T_k)
+    if mask is not None:
+        weights = np.where(mask, weights, 0.0)
+    return weights @ V, weights  # (..., T_q, d_v)
+'''.strip()
+
+WRONG_MHA = '''
+class MultiHeadAttention(nn.Module):
+    """Wrong on purpose: merges the heads without moving H back next to d_k."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError("d_model must be divisible by num_heads")
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.dropout_p = dropout
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x_q, x_kv, mask=None):
+        B, T_q, _ = x_q.shape
+        T_k = x_kv.size(1)
+        q = self.W_q(x_q).view(B, T_q, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T_q, d_k)
+        k = self.W_k(x_kv).view(B, T_k, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T_k, d_k)
+        v = self.W_v(x_kv).view(B, T_k, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T_k, d_k)
+        out, attn = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)
+        out = out.reshape(B, T_q, self.d_model)  # bug: (B, H, T_q, d_k) read as (B, T_q, d_model)
+        return self.W_o(out), attn
+'''.strip()
+
+# chapter -> (component replaced, wrong source, grade_ids that must lose their points)
+WRONG = {
+    "01_attention": ("attention_numpy", WRONG_ATTENTION_NUMPY, {"attention_numpy_matches_reference"}),
+    "02_multihead": ("MultiHeadAttention", WRONG_MHA, {"mha_matches_reference"}),
+}
+
+
+def nbgrader_config():
+    return build.load_nbgrader_config()
+
+
+def wrong_submission(name):
+    """The source notebook with one component's reference code replaced by a wrong one."""
+    component, wrong_source, _ = WRONG[name]
+    nb = read_nb(ROOT / "source" / name / f"{name}.ipynb")
+    reference = inspect.getsource(getattr(solutions, component)).rstrip()
+    cells = [c for c in nb.cells if nbgrader_meta(c).get("solution") and reference in c.source]
+    assert len(cells) == 1, f"{name}: no single exercise cell holds solutions.{component}"
+    cells[0].source = cells[0].source.replace(reference, wrong_source)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """One temporary course holding every graded chapter, autograded in one nbgrader run.
+
+    Returns {chapter: {"max": max score, "scores": {student: score},
+    "cells": {student: {grade_id: (score, max_score)}}}} plus "_root" (the course directory).
+    """
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    built = [n for n in GRADED if (ROOT / "source" / n / f"{n}.ipynb").exists()]  # others fail in `graded`
+    for name in built:
+        shutil.copytree(ROOT / "source" / name, course / "source" / name)
+    nbgrader("generate_assignment", "*", "--force", cwd=course)  # records the assignments in the gradebook
+    submissions = {}
+    for name in built:
+        submissions[("perfect", name)] = read_nb(ROOT / "source" / name / f"{name}.ipynb")
+        submissions[("untouched", name)] = read_nb(course / "release" / name / f"{name}.ipynb")
+        if name in WRONG:
+            submissions[("one_wrong", name)] = wrong_submission(name)
+    students = sorted({student for student, _ in submissions})
+    (course / "students.csv").write_text("id\n" + "\n".join(students) + "\n")
+    nbgrader("db", "student", "import", "students.csv", cwd=course)
+    for (student, name), nb in submissions.items():
+        folder = course / "submitted" / student / name
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / f"{name}.ipynb"))
+    nbgrader("autograde", "*", "--force", cwd=course)
+    results = {"_root": course}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gb:
+        for name in built:
+            result = results[name] = {"max": gb.find_assignment(name).max_score, "scores": {}, "cells": {}}
+            for student, chapter in submissions:
+                if chapter == name:
+                    result["scores"][student] = gb.find_submission(name, student).score
+                    notebook = gb.find_submission_notebook(name, name, student)
+                    result["cells"][student] = {g.name: (g.score, g.max_score) for g in notebook.grades}
+    return results
+
+
+@pytest.fixture(params=GRADED)
+def graded(request, course):
+    name = request.param
+    assert name in course, f"source/{name}/{name}.ipynb missing -- run `make build`"
+    return {"name": name, "root": course["_root"], **course[name]}
+
+
+def test_points_add_up(graded):
+    source = read_nb(ROOT / "source" / graded["name"] / f"{graded['name']}.ipynb")
+    assert graded["max"] == sum(nbgrader_meta(c)["points"] for c in graded_cells(source)) > 0
+
+
+def test_source_as_submission_gets_full_marks(graded):
+    lost = {k: v for k, v in graded["cells"]["perfect"].items() if v[0] != v[1]}
+    assert not lost, f"{graded['name']}: the reference loses points in {lost}"
+    assert graded["scores"]["perfect"] == graded["max"]
+
+
+def test_untouched_release_gets_zero(graded):
+    earned = {k: v for k, v in graded["cells"]["untouched"].items() if v[0] != 0}
+    assert not earned, f"{graded['name']}: the untouched stubs earn points in {earned}"
+    assert graded["scores"]["untouched"] == 0
+    assert len(graded["cells"]["untouched"]) == len(graded["cells"]["perfect"])
+
+
+def test_one_wrong_component_loses_exactly_its_points(graded):
+    if graded["name"] not in WRONG:
+        pytest.skip(f"no wrong-component case for {graded['name']} (runtime budget)")
+    component, _, expected = WRONG[graded["name"]]
+    cells = graded["cells"]["one_wrong"]
+    assert expected <= set(cells), f"unknown grade_ids {sorted(expected - set(cells))}"
+    lost = {k for k, (score, top) in cells.items() if score != top}
+    assert lost == expected, f"a wrong {component} lost {sorted(lost)}, expected exactly {sorted(expected)}"
+    assert graded["scores"]["one_wrong"] == graded["max"] - sum(cells[k][1] for k in expected)
+
+
+def test_generate_feedback_writes_html(course):
+    root = course["_root"]
+    nbgrader("generate_feedback", "*", "--force", cwd=root)
+    for name in GRADED:
+        assert name in course, f"source/{name}/{name}.ipynb missing -- run `make build`"
+        for student, score in course[name]["scores"].items():
+            html = (root / "feedback" / student / name / f"{name}.html").read_text(encoding="utf-8")
+            assert f"Score: {score:.1f} / {course[name]['max']:.1f}" in html, f"feedback/{student}/{name}"
+
+
+def validator(execute, invert=False):
+    """``nbgrader.validator.Validator`` with the course config; ``execute=False`` judges the
+    outputs a notebook already has (those autograde produced) instead of running it again."""
+    v = Validator(config=nbgrader_config(), invert=invert)
+    if not execute:
+        v.preprocessors = [CheckCellMetadata]
+    return v
+
+
+def test_validator_passes_every_autograded_source(graded):
+    """Every source notebook, as autograde executed it, passes the Validator."""
+    path = graded["root"] / "autograded" / "perfect" / graded["name"] / f"{graded['name']}.ipynb"
+    results = validator(execute=False).validate(str(path))
+    assert results == {}, f"{graded['name']}: {results}"
+
+
+def test_validator_fails_every_graded_cell_of_the_autograded_release(graded):
+    path = graded["root"] / "autograded" / "untouched" / graded["name"] / f"{graded['name']}.ipynb"
+    results = validator(execute=False, invert=True).validate(str(path))
+    assert set(results) <= {"passed"}, results
+    assert not results.get("passed"), f"{graded['name']}: graded cells pass on the stubs: {results['passed']}"
+
+
+@pytest.mark.parametrize("name", GRADED[:1])
+def test_validator_executes_source_and_release(name):
+    """The Validator's own execution path (what a learner's Validate button runs), on one chapter."""
+    source = ROOT / "source" / name / f"{name}.ipynb"
+    assert validator(execute=True).validate(str(source)) == {}
+    results = validator(execute=True, invert=True).validate(str(ROOT / "release" / name / f"{name}.ipynb"))
+    assert set(results) <= {"passed"} and not results.get("passed"), results

@@ -1,0 +1,30 @@
+"""nbval regression: every executed answer key re-runs top to bottom and reproduces its stored
+outputs (sanitised with tests/nbval_sanitize.cfg; PNG bytes are not compared, but a figure that
+stops rendering loses its ``<Figure ...>`` output and fails). Prints each chapter's run time."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline_helpers import LESSONS, ROOT
+
+SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_answer_key_reruns_and_matches(name, record_property):
+    key = ROOT / "solutions" / "answer_keys" / f"{name}.ipynb"
+    assert key.exists(), f"{key.relative_to(ROOT)} missing -- run `make build`"
+    # Same kernel environment as tools/build.py used: inline figures, no grading mode.
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "NBGRADER_EXECUTION")}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
+           "--nbval-sanitize-with", str(SANITIZE), "--nbval-cell-timeout=600", str(key)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    seconds = time.perf_counter() - start
+    record_property("seconds", round(seconds, 1))
+    print(f"{name}: answer key re-ran in {seconds:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout

@@ -1,0 +1,381 @@
+"""The one build command: every edition of every lesson from ``lessons/NN_topic.py``.
+
+    lessons/NN_topic.py                      (hand-written, jupytext percent format)
+      -> source/NN_topic/NN_topic.ipynb      (nbgrader instructor notebook)
+      -> release/NN_topic/                   (``nbgrader generate_assignment NN_topic --no-db --force``)
+      -> notebooks/NN_topic.ipynb            (self-study edition: stubs + visible checks)
+      -> solutions/answer_keys/NN_topic.ipynb (source notebook executed, outputs sanitised)
+
+Usage (from anywhere; paths are resolved from the repository root):
+
+    .venv/bin/python tools/build.py [--only NN_topic ...] [--no-execute]
+
+The lesson format is specified in docs/ARCHITECTURE.md ("Lesson file format") and explained in
+docs/MAINTAINING.md.
+"""
+import argparse
+import copy
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbgrader.preprocessors import ClearOutput, ClearSolutions
+from nbval.plugin import coalesce_streams, get_sanitize_patterns
+from traitlets.config.loader import PyFileConfigLoader
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "lessons"
+SOURCE = ROOT / "source"
+RELEASE = ROOT / "release"
+NOTEBOOKS = ROOT / "notebooks"
+ANSWER_KEYS = ROOT / "solutions" / "answer_keys"
+NBGRADER_CONFIG = ROOT / "nbgrader_config.py"
+SANITIZE_FILE = ROOT / "tests" / "nbval_sanitize.cfg"
+
+LESSON_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
+GRADE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+EDITION_TAGS = {"nbgrader": "source", "selfstudy": "selfstudy"}
+LESSON_KEYS = {"exercise", "provided", "grade_id", "points", "check", "tags"}
+JUPYTEXT_KEYS = {"lines_to_next_cell", "lines_to_end_of_cell_marker", "cell_marker", "title"}
+NOTEBOOK_METADATA = {
+    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+EXECUTE_TIMEOUT = 900  # seconds per cell when executing an answer key (chapter 07 trains fully)
+VOLATILE_MIME = ("image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json")
+
+
+class LessonError(ValueError):
+    """A lesson file breaks the format of docs/ARCHITECTURE.md."""
+
+
+def lesson_names():
+    """All lesson names (``NN_topic``) in lessons/, sorted."""
+    return sorted(p.stem for p in LESSONS.glob("*.py") if LESSON_NAME.match(p.stem))
+
+
+def load_nbgrader_config():
+    """The course's nbgrader configuration (the same one ``nbgrader`` reads)."""
+    return PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(ROOT)).load_config()
+
+
+def reference_source(name, lesson, keep_markers):
+    """Source code of ``solutions.<name>``; the solution markers kept or removed."""
+    import solutions
+
+    obj = getattr(solutions, name, None)
+    if obj is None:
+        raise LessonError(f"{lesson}: solutions has no object named {name!r} (see solutions/__init__.py)")
+    code = inspect.getsource(obj).rstrip()
+    if keep_markers:
+        if BEGIN_SOLUTION not in code or END_SOLUTION not in code:
+            raise LessonError(f"{lesson}: solutions.{name} has no {BEGIN_SOLUTION!r}/{END_SOLUTION!r} region")
+        return code
+    return "\n".join(line for line in code.split("\n") if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
+
+
+def split_names(value, key, lesson):
+    names = [n.strip() for n in str(value).split(",") if n.strip()]
+    if not names:
+        raise LessonError(f"{lesson}: {key}= needs at least one name")
+    return names
+
+
+def parse_check(value, lesson):
+    """``"<check name>:<expression>"`` -> (name, expression)."""
+    name, sep, expr = str(value).partition(":")
+    if not sep or not name.strip() or not expr.strip():
+        raise LessonError(f"{lesson}: check={value!r} must read \"<check name>:<expression>\"")
+    return name.strip(), expr.strip()
+
+
+def report_call(check, expr, body):
+    """``report(...)`` before the cell body. Its return value is bound to ``_`` so that it is not
+    displayed when the call is the cell's last line (a ``;`` is not honoured by nbval's kernel)."""
+    return "\n".join([f"_ = report({check!r}, {expr})", body]).strip("\n")
+
+
+def nbgrader_meta(grade_id, *, solution=False, grade=False, locked=False, points=None):
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = points
+    return meta
+
+
+def read_lesson(name):
+    """Parse lessons/<name>.py and check its cell metadata; returns jupytext cells."""
+    path = LESSONS / f"{name}.py"
+    cells = jupytext.read(path, fmt="py:percent").cells
+    code_cells = [c for c in cells if c.cell_type == "code"]
+    if not code_cells:
+        raise LessonError(f"{name}: a lesson needs a setup code cell")
+    exercised, provided = set(), set()
+    for cell in cells:
+        unknown = set(cell.metadata) - LESSON_KEYS - JUPYTEXT_KEYS
+        if unknown:
+            raise LessonError(f"{name}: unknown cell metadata {sorted(unknown)}; allowed: {sorted(LESSON_KEYS)}")
+        meta = cell.metadata
+        roles = [k for k in ("exercise", "provided", "grade_id") if k in meta]
+        if len(roles) > 1:
+            raise LessonError(f"{name}: a cell may be only one of exercise/provided/grade_id, got {roles}")
+        if cell.cell_type == "markdown" and set(meta) - {"tags"} - JUPYTEXT_KEYS:
+            raise LessonError(f"{name}: markdown cells take no metadata but tags, got {dict(meta)}")
+        bad_tags = set(meta.get("tags", [])) - set(EDITION_TAGS)
+        if bad_tags:
+            raise LessonError(f"{name}: unknown tags {sorted(bad_tags)}; allowed: {sorted(EDITION_TAGS)}")
+        if "exercise" in meta:
+            exercised.update(split_names(meta["exercise"], "exercise", name))
+        if "provided" in meta:
+            provided.update(split_names(meta["provided"], "provided", name))
+        if "grade_id" in meta:
+            if not GRADE_ID.match(str(meta["grade_id"])):
+                raise LessonError(f"{name}: grade_id {meta['grade_id']!r} must match {GRADE_ID.pattern}")
+            points = meta.get("points")
+            if not isinstance(points, (int, float)) or isinstance(points, bool) or points <= 0:
+                raise LessonError(f"{name}: graded cell {meta['grade_id']!r} needs points > 0, got {points!r}")
+        elif "points" in meta:
+            raise LessonError(f"{name}: points= without grade_id=")
+        if "check" in meta:
+            parse_check(meta["check"], name)
+    first = code_cells[0].metadata
+    if any(k in first for k in ("exercise", "provided", "grade_id", "check")):
+        raise LessonError(f"{name}: the first code cell is the setup cell and must be plain code")
+    both = exercised & provided
+    if both:
+        raise LessonError(f"{name}: {sorted(both)} both graded and provided in the same chapter")
+    return cells
+
+
+def build_notebook(name, edition):
+    """The source (``edition="source"``) or self-study (``"selfstudy"``) notebook, solutions in place."""
+    cells = read_lesson(name)
+    number = name.split("_")[0]
+    out, seen_ids, setup_done = [], set(), False
+    for cell in cells:
+        meta = dict(cell.metadata)
+        tags = meta.get("tags", [])
+        if any(EDITION_TAGS[t] != edition for t in tags):
+            continue
+        body = cell.source.strip("\n")
+        position = len(out)
+        locked_id = f"{number}_cell_{position}"
+        if cell.cell_type == "markdown":
+            nb_cell = nbformat.v4.new_markdown_cell(body, id=locked_id)
+            nb_cell.metadata["nbgrader"] = nbgrader_meta(locked_id, locked=True)
+            out.append(nb_cell)
+            continue
+        cell_meta, grade_id = {}, locked_id
+        if not setup_done:
+            setup_done = True
+            # Every edition: report() for the self-checks, and tutor's integrity snapshot is
+            # taken here, before any learner code runs.
+            body += "\nfrom tutor.grading import report"
+            nbg = nbgrader_meta(locked_id, locked=True)
+        elif "exercise" in meta:
+            names = split_names(meta["exercise"], "exercise", name)
+            body = "\n\n\n".join([reference_source(n, name, keep_markers=True) for n in names] + ([body] if body else []))
+            grade_id = "impl_" + "_".join(names)
+            nbg = nbgrader_meta(grade_id, solution=True)
+        elif "provided" in meta:
+            names = split_names(meta["provided"], "provided", name)
+            body = "\n\n\n".join([reference_source(n, name, keep_markers=False) for n in names] + ([body] if body else []))
+            cell_meta["jupyter"] = {"source_hidden": True}
+            nbg = nbgrader_meta(locked_id, locked=True)
+        elif "grade_id" in meta:
+            grade_id = str(meta["grade_id"])
+            if "check" in meta:
+                check, expr = parse_check(meta["check"], name)
+                if edition == "source":
+                    body = "\n".join([body, "### BEGIN HIDDEN TESTS", "from tutor.grading import grade",
+                                      f"grade({check!r}, {expr})", "### END HIDDEN TESTS"]).strip("\n")
+                else:
+                    body = report_call(check, expr, body)
+            nbg = nbgrader_meta(grade_id, grade=True, locked=True, points=meta["points"])
+        elif "check" in meta:
+            body = report_call(*parse_check(meta["check"], name), body)
+            nbg = nbgrader_meta(locked_id, locked=True)
+        else:
+            nbg = nbgrader_meta(locked_id, locked=True)
+        if grade_id in seen_ids:
+            raise LessonError(f"{name}: duplicate grade_id {grade_id!r}")
+        seen_ids.add(grade_id)
+        cell_meta["nbgrader"] = nbg
+        out.append(nbformat.v4.new_code_cell(body, id=grade_id, metadata=cell_meta))
+    nb = nbformat.v4.new_notebook(cells=out, metadata=copy.deepcopy(NOTEBOOK_METADATA))
+    nb.nbformat_minor = 5
+    return nb
+
+
+def to_selfstudy(nb):
+    """Clear solution regions exactly as nbgrader does; lock what nbgrader locks; drop nbgrader metadata."""
+    config = load_nbgrader_config()
+    resources = {}
+    nb, resources = ClearSolutions(config=config).preprocess(nb, resources)
+    nb, resources = ClearOutput(config=config).preprocess(nb, resources)
+    for cell in nb.cells:
+        nbg = cell.metadata.pop("nbgrader")
+        if nbg["locked"]:
+            cell.metadata["deletable"] = False
+            cell.metadata["editable"] = False
+    return nb
+
+
+def write_notebook(nb, path):
+    nbformat.validate(nb)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+def generate_release(names, everything):
+    """``nbgrader generate_assignment`` from the repository root (one call for a full build);
+    each release/<name>/ must then hold only the notebook."""
+    for assignment in ["*"] if everything else names:
+        cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--no-db", "--force",
+               "--log-level=WARN"]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[2:])} failed:\n{proc.stdout}\n{proc.stderr}")
+    for name in names:
+        files = sorted(str(p.relative_to(RELEASE)) for p in (RELEASE / name).rglob("*") if p.is_file())
+        if files != [f"{name}/{name}.ipynb"]:
+            raise RuntimeError(f"release/{name}/ must hold only {name}.ipynb, found {files}")
+
+
+def sanitize_patterns():
+    return get_sanitize_patterns(SANITIZE_FILE.read_text(encoding="utf-8"))
+
+
+def sanitize_text(text, patterns):
+    for regex, replace in patterns:
+        text = re.sub(regex, replace, text)
+    return text
+
+
+def sanitize_outputs(executed, source):
+    """Keep the executed outputs, sanitised with tests/nbval_sanitize.cfg; metadata as in ``source``.
+
+    Figures are dropped from the stored outputs (their ``text/plain`` line stays, nbval ignores
+    PNG anyway) to keep the repository small; the build fails if a figure did not render.
+    """
+    patterns = sanitize_patterns()
+    executed.metadata = copy.deepcopy(source.metadata)
+    for cell, src_cell in zip(executed.cells, source.cells):
+        cell.metadata = copy.deepcopy(src_cell.metadata)
+        if cell.cell_type != "code":
+            continue
+        outputs = []  # execution counts stay (1, 2, ... in order): nbval skips cells without one
+        for output in coalesce_streams(cell.outputs):
+            output.pop("metadata", None)
+            if output.output_type in ("display_data", "execute_result"):
+                output.metadata = {}
+                data = output.data
+                if "image/png" in data and "text/plain" not in data:
+                    data["text/plain"] = "<Figure>"
+                for mime in VOLATILE_MIME:
+                    data.pop(mime, None)
+                if not data:
+                    continue
+                for mime, value in data.items():
+                    if isinstance(value, str):
+                        data[mime] = sanitize_text(value, patterns)
+            elif output.output_type == "stream":
+                output.text = sanitize_text(output.text, patterns)
+            outputs.append(output)
+        cell.outputs = outputs
+    return executed
+
+
+def execute_answer_key(name, nb):
+    """Run the source notebook in solutions/answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
+    ANSWER_KEYS.mkdir(parents=True, exist_ok=True)
+    executed = copy.deepcopy(nb)
+    saved = {k: os.environ.pop(k) for k in ("MPLBACKEND", "NBGRADER_EXECUTION") if k in os.environ}
+    start = time.perf_counter()
+    try:
+        NotebookClient(executed, timeout=EXECUTE_TIMEOUT, kernel_name="python3",
+                       resources={"metadata": {"path": str(ANSWER_KEYS)}}).execute()
+    finally:
+        os.environ.update(saved)
+    seconds = time.perf_counter() - start
+    return sanitize_outputs(executed, nb), seconds
+
+
+def remove_stale(names):
+    """Delete generated files of lessons that no longer exist (full builds only)."""
+    keep = set(names)
+    for folder in (SOURCE, RELEASE):
+        for path in folder.iterdir() if folder.exists() else []:
+            if path.is_dir() and LESSON_NAME.match(path.name) and path.name not in keep:
+                shutil.rmtree(path)
+    for folder in (NOTEBOOKS, ANSWER_KEYS):
+        for path in folder.glob("*.ipynb") if folder.exists() else []:
+            if path.stem not in keep:
+                path.unlink()
+
+
+def build_editions(name):
+    """source/ and notebooks/ for one lesson; returns the source notebook."""
+    source_nb = build_notebook(name, "source")
+    write_notebook(source_nb, SOURCE / name / f"{name}.ipynb")
+    write_notebook(to_selfstudy(build_notebook(name, "selfstudy")), NOTEBOOKS / f"{name}.ipynb")
+    return source_nb
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", metavar="NN_topic", help="build only these lessons")
+    parser.add_argument("--no-execute", action="store_true", help="do not execute the answer keys")
+    args = parser.parse_args(argv)
+    available = lesson_names()
+    names = args.only or available
+    missing = [n for n in names if n not in available]
+    if missing:
+        parser.error(f"no lesson file for {missing}; available: {available}")
+    start = time.perf_counter()
+    if not args.only:
+        remove_stale(available)
+    sources, broken = {}, []
+    for name in names:
+        try:
+            sources[name] = build_editions(name)
+        except LessonError as exc:  # build the other lessons, fail at the end
+            broken.append(name)
+            print(f"lesson error: {exc}", file=sys.stderr, flush=True)
+    names = [n for n in names if n in sources]
+    generate_release(names, everything=not args.only and not broken)
+    print(f"built source/, release/, notebooks/ for {', '.join(names)} in {time.perf_counter() - start:.1f} s",
+          flush=True)
+    if args.no_execute:
+        if broken:
+            sys.exit(f"not built: {', '.join(broken)}")
+        return
+    failed = []
+    for name in names:
+        try:
+            answer_key, seconds = execute_answer_key(name, sources[name])
+        except CellExecutionError as exc:
+            failed.append(name)
+            print(f"FAILED to execute {name} (its answer key is left as it was):\n{exc}", file=sys.stderr, flush=True)
+            continue
+        write_notebook(answer_key, ANSWER_KEYS / f"{name}.ipynb")
+        print(f"executed solutions/answer_keys/{name}.ipynb in {seconds:.1f} s", flush=True)
+    if failed or broken:
+        sys.exit(f"not built: {', '.join(broken) or '-'}; answer keys failed to execute: {', '.join(failed) or '-'}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except LessonError as exc:
+        sys.exit(f"lesson error: {exc}")
