@@ -1,0 +1,519 @@
+"""Grade a simulated class with the documented nbgrader instructor commands and check every score.
+
+A temporary course directory gets the repository's ``nbgrader_config.py`` and ``source/``
+assignments; ``nbgrader generate_assignment`` fills its gradebook. Each student hands in one kind
+of submission for every assignment — perfect, untouched, partial, hostile or broken — copied into
+``submitted/<student>/<assignment>/``. Then ``nbgrader autograde``, ``generate_feedback`` and
+``export`` run as an instructor would run them, and each grade cell's score (gradebook) and each
+assignment's total (exported CSV) is compared with what that submission should get.
+
+Expected scores are computed, never written down: a grade cell fails when the names it uses
+depend (through the notebook's cells, by static analysis) on an exercise the submission broke,
+or when it runs after a cell that tampers with the grading; its points come from the source
+notebook's metadata.
+
+    .venv/bin/python tools/simulate_class.py                      # every assignment in source/
+    .venv/bin/python tools/simulate_class.py 01_attention -s perfect -s torch_allclose
+    .venv/bin/python tools/simulate_class.py --list               # the submission kinds
+"""
+import argparse
+import ast
+import copy
+import csv
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
+STUBBORN_LOOP = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
+STUB_LINE = re.compile(r"^(\s*)raise NotImplementedError\(.*\)\s*$", re.M)
+
+# Code a hostile learner adds to an exercise cell, keyed by submission kind. Each one, left
+# unchecked, would turn a failing implementation into a pass (or hide the failure).
+TAMPERING = {
+    "torch_allclose": "torch.allclose = lambda *args, **kwargs: True",
+    "numpy_testing": ("import numpy.testing as npt\n"
+                      "npt.assert_allclose = lambda *args, **kwargs: None\n"
+                      "np.allclose = lambda *args, **kwargs: True"),
+    "torch_testing_alias": "t = torch\nt.testing.assert_close = lambda *args, **kwargs: None",
+    "builtins_assertionerror": "import builtins\nbuiltins.AssertionError = KeyboardInterrupt",
+    "patch_grading_module": "import tutor.grading\ntutor.grading.grade = lambda *args, **kwargs: None",
+    "poison_sys_modules": ("import sys, types\nfake = types.ModuleType('tutor.grading')\n"
+                           "fake.grade = lambda *args, **kwargs: None\nsys.modules['tutor.grading'] = fake"),
+    "exec_string": "exec('import builtins; builtins.AssertionError = KeyboardInterrupt')",
+    "dunder_escape": "(1).__class__.__base__.__subclasses__()",
+    "lying_tensor": ("class Liar(torch.Tensor):\n"
+                     "    @classmethod\n"
+                     "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                     "        return True"),
+    "tensor_subclass": ("class Zero(torch.Tensor):\n"
+                        "    def abs(self):\n"
+                        "        return torch.zeros(())"),
+    "frame_walk": ("def peek():\n"
+                   "    yield me.gi_frame.f_back.f_back.f_locals\n"
+                   "me = peek()"),
+    "rewrite_grading_file": "open('grading_notes.txt', 'w').write('def grade(*a): pass')",
+    "shell_magic": "!echo 'def grade(*a): pass' > grading_notes.txt",
+}
+
+# Right answers that call the built-in the exercise replaces: only the checks' from-scratch
+# guard can tell them from the learner's own code.
+BUILTIN_CHEATS = {
+    "scaled_dot_product_attention": '''
+def scaled_dot_product_attention(Q, K, V, mask=None, dropout_p=0.0, training=False):
+    if mask is not None:
+        mask = mask.bool()
+    out = F.scaled_dot_product_attention(Q, K, V, attn_mask=mask)  # (..., T_q, d_v)
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    attn = torch.nan_to_num(scores.softmax(dim=-1))  # (..., T_q, T_k)
+    return torch.nan_to_num(out), attn
+''',
+    "LayerNorm": '''
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+''',
+}
+
+# Classic mistakes made by editing the reference answer (shapes stay right, so the visible tests
+# pass and the hidden check must catch and name it): exercise -> (text, replacement, mistake id).
+MUTATIONS = {
+    "MultiHeadAttention": ("out = out.transpose(1, 2).contiguous().view(B, T_q, self.d_model)",
+                           "out = out.contiguous().view(B, T_q, self.d_model)", "merge_heads_no_transpose"),
+}
+
+
+@dataclass
+class Notebook:
+    """What the static analysis knows about one source notebook."""
+    name: str
+    source: nbformat.NotebookNode
+    release: nbformat.NotebookNode
+    points: dict = field(default_factory=dict)       # grade_id -> points
+    grade_index: dict = field(default_factory=dict)  # grade_id -> cell index
+    needs: dict = field(default_factory=dict)        # grade_id -> exercise names the cell depends on
+    exercises: list = field(default_factory=list)    # [(cell index, names defined)] in order
+
+
+@dataclass
+class Submission:
+    """One student's hand-in for one assignment and the grade cells it must fail."""
+    notebook: object          # NotebookNode, raw text (str) or None (nothing handed in)
+    fails: set                # grade_ids expected to score 0
+    extra_files: dict = field(default_factory=dict)  # file name -> NotebookNode
+    diagnosis: str = ""       # text the feedback must show (a classic mistake's explanation)
+
+
+def _meta(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+def _bindings(stmt):
+    """(names a top-level statement binds, names it reads)."""
+    defined, used = set(), set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name):
+            (defined if isinstance(node.ctx, ast.Store) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node is stmt:
+            defined.add(node.name)
+        elif isinstance(node, ast.alias):
+            defined.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+    if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):  # locals and arguments shadow globals
+        used -= defined
+        defined = {stmt.name}
+    return defined, used
+
+
+def analyse(name, source_dir):
+    """Read ``source/<name>/<name>.ipynb`` and the release made from it; work out dependencies.
+
+    Statement by statement, every name is tagged with the exercises its current value was
+    computed from (a function or class is tagged with what its body reads when defined).
+    """
+    source = nbformat.read(source_dir / name / f"{name}.ipynb", as_version=4)
+    release = nbformat.read(source_dir.parent / "release" / name / f"{name}.ipynb", as_version=4)
+    info = Notebook(name, source, release)
+    depends = {}  # name -> exercise names its value depends on
+    for index, cell in enumerate(source.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = _meta(cell)
+        reached = set()
+        for stmt in ast.parse(cell.source).body:
+            defined, used = _bindings(stmt)
+            needs = set().union(*(depends.get(n, set()) for n in used))
+            if meta.get("solution") and isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                needs.add(stmt.name)
+            for n in defined:
+                depends[n] = needs
+            reached |= needs
+        if meta.get("solution"):
+            top = [n.name for n in ast.parse(cell.source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+            info.exercises.append((index, top))
+        if meta.get("grade"):
+            info.points[meta["grade_id"]] = float(meta["points"])
+            info.grade_index[meta["grade_id"]] = index
+            info.needs[meta["grade_id"]] = reached
+    return info
+
+
+def _solution_code(source_cell):
+    """The reference answer as a learner would type it (solution markers dropped)."""
+    return "\n".join(line for line in source_cell.source.splitlines()
+                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+
+
+def _perfect(info):
+    nb = copy.deepcopy(info.release)
+    for index, _ in info.exercises:
+        nb.cells[index].source = _solution_code(info.source.cells[index])
+    return nb
+
+
+def _failing(info, broken, after=None):
+    """grade_ids that fail when ``broken`` exercises are wrong and, optionally, every grade cell
+    after cell ``after`` (tampering detected there)."""
+    fails = {g for g, needs in info.needs.items() if needs & set(broken)}
+    if after is not None:
+        fails |= {g for g, i in info.grade_index.items() if i > after}
+    return fails
+
+
+def _stub_with(cell_source, replacement):
+    return STUB_LINE.sub(lambda m: m.group(1) + replacement.replace("\n", "\n" + m.group(1)), cell_source)
+
+
+def catalogue_mistakes():
+    """``[(check name, wrong object, mistake id, module source)]`` from tests/catalogue/wrong_*.py."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    found = []
+    for path in sorted((ROOT / "tests" / "catalogue").glob("wrong_*.py")):
+        module = importlib.import_module(f"catalogue.{path.stem}")
+        found += [(check, obj, mid, _as_cell(path.read_text())) for check, obj, mid in module.CASES]
+    return found
+
+
+def _as_cell(module_source):
+    """A catalogue module as notebook code: drop what the notebook already provides
+    (``from .reference import load`` and the names taken from ``load()``)."""
+    lines = module_source.splitlines()
+    for stmt in reversed(ast.parse(module_source).body):
+        relative = isinstance(stmt, ast.ImportFrom) and stmt.level > 0
+        loaded = any(isinstance(n, ast.Name) and n.id == "load" for n in ast.walk(stmt))
+        if relative or (loaded and not isinstance(stmt, (ast.FunctionDef, ast.ClassDef))):
+            del lines[stmt.lineno - 1:stmt.end_lineno]
+    return "\n".join(lines)
+
+
+def _mutated(info, perfect):
+    """The reference answer with one classic mistake edited in (``MUTATIONS``): exactly the graded
+    cells whose hidden check tests that exercise fail, and their feedback names the mistake."""
+    from tutor.mistakes import explain
+
+    for index, names in info.exercises:
+        for name in names:
+            if name in MUTATIONS and MUTATIONS[name][0] in perfect.cells[index].source:
+                text, replacement, mid = MUTATIONS[name]
+                nb = copy.deepcopy(perfect)
+                nb.cells[index].source = nb.cells[index].source.replace(text, replacement)
+                return Submission(nb, {g for g in info.points if name in _checks_in(info, g)}, diagnosis=explain(mid))
+    return Submission(perfect, set())  # no mutation for this chapter: the perfect answer
+
+
+def _classic_mistake(info, perfect):
+    """A catalogue mistake (tests/catalogue/wrong_*.py) for an exercise whose every graded cell
+    runs its hidden check, so the expected loss is certain (catalogue classes are not written
+    to pass the visible tests): the learner's cell rebinds the name to the wrong version."""
+    for check, obj, mid, module_source in reversed(catalogue_mistakes()):
+        index = next((i for i, names in info.exercises if check in names), None)
+        cells = [g for g, needs in info.needs.items() if check in needs]
+        if index is None or not all(_checks_in(info, g) == {check} for g in cells):
+            continue
+        nb = copy.deepcopy(perfect)
+        nb.cells[index].source += f"\n\n{module_source}\n\n{check} = {obj.__name__}\n"
+        return Submission(nb, set(cells))
+    return Submission(perfect, set())  # no such catalogue mistake for this chapter
+
+
+def _checks_in(info, grade_id):
+    """Check names a grade cell's hidden test calls (``grade("<name>", ...)``)."""
+    source = info.source.cells[info.grade_index[grade_id]].source
+    return set(re.findall(r"grade\(['\"](\w+)['\"]", source))
+
+
+def make_submission(kind, info):
+    """Build submission ``kind`` for one assignment (see ``KINDS``)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown submission kind {kind!r}; see --list")
+    if kind == "missing_notebook":
+        return Submission(None, set(info.points))
+    if kind == "invalid_json":
+        return Submission(nbformat.writes(info.release)[:-200], set(info.points))
+    if not info.exercises:
+        return Submission(copy.deepcopy(info.release), set())  # nothing to write: handed in as released
+    perfect = _perfect(info)
+    first, first_names = info.exercises[0]
+    last, _ = info.exercises[-1]
+    every = [n for _, names in info.exercises for n in names]
+    if kind == "perfect":
+        return Submission(perfect, set())
+    if kind == "untouched":
+        return Submission(copy.deepcopy(info.release), _failing(info, every))
+    if kind == "partial":
+        done = len(info.exercises) // 2
+        nb = copy.deepcopy(info.release)
+        for index, _ in info.exercises[:done]:
+            nb.cells[index].source = _solution_code(info.source.cells[index])
+        return Submission(nb, _failing(info, [n for _, names in info.exercises[done:] for n in names]))
+    if kind == "infinite_loop":
+        nb = copy.deepcopy(perfect)
+        nb.cells[first].source = _stub_with(info.release.cells[first].source, "while True:\n    pass")
+        return Submission(nb, _failing(info, first_names))
+    if kind == "stubborn_loop":  # swallows the interrupt that ends an ordinary timeout
+        nb = copy.deepcopy(perfect)
+        nb.cells[last].source = _stub_with(info.release.cells[last].source, STUBBORN_LOOP)
+        return Submission(nb, _failing(info, [], after=last - 1))
+    if kind == "kernel_dies":
+        nb = copy.deepcopy(perfect)
+        nb.cells[last].source += "\n\n__import__('os')._exit(1)"
+        return Submission(nb, _failing(info, [], after=last - 1))
+    if kind == "huge_print":
+        nb = copy.deepcopy(perfect)
+        nb.cells[first].source += "\n\nfor i in range(100_000):\n    print(i, 'spam ' * 10)"
+        return Submission(nb, set())
+    if kind in ("deleted_test_cells", "edited_test_cells", "stripped_test_metadata"):
+        nb = copy.deepcopy(info.release)
+        fails = _failing(info, every)
+        for index in sorted((info.grade_index[g] for g in fails), reverse=True):
+            if kind == "deleted_test_cells":
+                del nb.cells[index]
+            elif kind == "edited_test_cells":
+                nb.cells[index].source = "pass  # tests removed"
+            else:
+                del nb.cells[index].metadata["nbgrader"]
+                nb.cells[index].source = "pass"
+        return Submission(nb, fails)
+    if kind == "edited_readonly_cell":
+        nb = copy.deepcopy(info.release)
+        setup = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+        nb.cells[setup].source += "\n" + TAMPERING["patch_grading_module"]
+        return Submission(nb, _failing(info, every))
+    if kind == "rebind_grade_name":
+        nb = copy.deepcopy(info.release)
+        nb.cells[first].source += "\n\ngrade = lambda *args, **kwargs: None"
+        return Submission(nb, _failing(info, every))
+    if kind in TAMPERING:
+        nb = copy.deepcopy(info.release)
+        nb.cells[first].source += "\n\n" + TAMPERING[kind]
+        return Submission(nb, _failing(info, every, after=first - 1))
+    if kind == "import_reference":
+        nb = copy.deepcopy(perfect)
+        nb.cells[first].source = f"from solutions import {', '.join(first_names)}"
+        return Submission(nb, _failing(info, [], after=first - 1))
+    if kind == "forbidden_builtin":
+        nb = copy.deepcopy(perfect)
+        broken, voided = [], set()
+        for index, names in info.exercises:
+            cheats = [n for n in names if n in BUILTIN_CHEATS]
+            if cheats:  # a later definition in the same cell replaces the learner's one
+                nb.cells[index].source += "\n\n" + "\n\n".join(BUILTIN_CHEATS[n].strip() for n in cheats)
+                broken += cheats
+                ends = [i for i, _ in info.exercises if i > index] + [len(nb.cells)]
+                voided |= {g for g, i in info.grade_index.items() if index < i < ends[0]}
+        return Submission(nb, _failing(info, broken) | voided)
+    if kind == "classic_mistake":
+        return _mutated(info, perfect)
+    if kind == "catalogue_mistake":
+        return _classic_mistake(info, perfect)
+    if kind == "extra_notebook":
+        return Submission(perfect, set(), extra_files={"scratch.ipynb": copy.deepcopy(perfect)})
+    if kind == "other_kernel_name":
+        nb = copy.deepcopy(perfect)
+        nb.metadata["kernelspec"] = {"name": "my-conda-env", "display_name": "Mine", "language": "python"}
+        return Submission(nb, set())
+    raise ValueError(f"unknown submission kind {kind!r}; see --list")
+
+
+KINDS = ["perfect", "untouched", "partial", "classic_mistake", "catalogue_mistake", "infinite_loop", "stubborn_loop", "kernel_dies", "huge_print",
+         "deleted_test_cells", "edited_test_cells", "stripped_test_metadata", "edited_readonly_cell",
+         "rebind_grade_name", *TAMPERING, "import_reference", "forbidden_builtin", "missing_notebook", "extra_notebook",
+         "other_kernel_name", "invalid_json"]
+
+
+def nbgrader(course, *args, check=True):
+    """Run one nbgrader command in ``course``; return (returncode, combined output)."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def setup_course(course, assignments, source_dir, timeout=None):
+    """Course dir with the repository's config (plus an optional shorter cell timeout)."""
+    shutil.copy(source_dir.parent / "nbgrader_config.py", course / "nbgrader_config.py")
+    if timeout is not None:
+        with open(course / "nbgrader_config.py", "a") as f:
+            f.write(f"\n# simulation only: a hanging cell costs less\nc.Execute.timeout = {timeout}\n")
+    for name in assignments:
+        shutil.copytree(source_dir / name, course / "source" / name)
+        nbgrader(course, "generate_assignment", name, "--force")
+
+
+def hand_in(course, student, assignment, submission):
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text("2025-01-01 12:00:00 UTC")
+    if submission.notebook is None:
+        return
+    path = folder / f"{assignment}.ipynb"
+    if isinstance(submission.notebook, str):
+        path.write_text(submission.notebook)
+    else:
+        nbformat.write(submission.notebook, path)
+    for name, nb in submission.extra_files.items():
+        nbformat.write(nb, folder / name)
+
+
+def read_gradebook(course):
+    """{(student, assignment): {grade_id: (auto_score, needs_manual_grade)}}."""
+    from nbgrader.api import Gradebook, MissingEntry
+    out = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for assignment in gb.assignments:
+            for student in gb.students:
+                try:
+                    sub = gb.find_submission(assignment.name, student.id)
+                except MissingEntry:
+                    continue
+                for nb in sub.notebooks:
+                    out[(student.id, assignment.name)] = {
+                        g.name: (g.auto_score, g.needs_manual_grade) for g in nb.grades}
+    return out
+
+
+def read_export(course):
+    """{(student, assignment): raw_score} from ``nbgrader export``'s grades.csv."""
+    with open(course / "grades.csv") as f:
+        return {(row["student_id"], row["assignment"]): float(row["raw_score"]) for row in csv.DictReader(f)}
+
+
+def feedback_problems(course, student, assignment):
+    """Failed grade cells whose error message is missing from the feedback HTML."""
+    autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
+    feedback = course / "feedback" / student / assignment / f"{assignment}.html"
+    if not autograded.exists():
+        return []
+    page = feedback.read_text()
+    problems = []
+    for cell in nbformat.read(autograded, as_version=4).cells:
+        for out in cell.get("outputs", []):
+            if _meta(cell).get("grade") and out.output_type == "error" and out.evalue:
+                line = out.evalue.splitlines()[0]
+                if html.escape(line, quote=False) not in page and html.escape(line) not in page:
+                    problems.append(f"{_meta(cell)['grade_id']}: {line[:80]!r} not in feedback")
+    return problems
+
+
+def _feedback_shows(course, student, assignment, text):
+    pages = list((course / "feedback" / student / assignment).glob("*.html"))
+    return any(html.escape(text, quote=False) in p.read_text() for p in pages)
+
+
+def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeout=30, log=print):
+    """Grade ``kinds`` x ``assignments`` end to end; return (mismatches, timings, course dir)."""
+    course = Path(workdir or tempfile.mkdtemp(prefix="class_sim_"))
+    course.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    setup_course(course, assignments, source_dir, timeout)
+    infos = {a: analyse(a, source_dir) for a in assignments}
+    expected, diagnoses = {}, {}
+    roster = course / "roster.csv"  # one `nbgrader db student import` for the whole class
+    roster.write_text("id,first_name,last_name\n" + "".join(f"{s},sim,{s}\n" for s in kinds))
+    nbgrader(course, "db", "student", "import", str(roster))
+    for student in kinds:
+        for a in assignments:
+            sub = make_submission(student, infos[a])
+            hand_in(course, student, a, sub)
+            expected[(student, a)] = {g: (0.0 if g in sub.fails else p) for g, p in infos[a].points.items()}
+            diagnoses[(student, a)] = sub.diagnosis
+    timings = {"setup_s": time.perf_counter() - started}
+    mismatches = []
+    for a in assignments:
+        t0 = time.perf_counter()
+        rc, output = nbgrader(course, "autograde", a, check=False)
+        timings[f"autograde_{a}_s"] = time.perf_counter() - t0
+        failed = set(re.findall(r"error processing assignment '[^']*' for student '([^']*)'", output))
+        allowed = {"invalid_json"} & set(kinds)
+        if failed - allowed or (rc != 0) != bool(failed):
+            mismatches.append(f"{a}: autograde rc={rc}, failed for {sorted(failed)}:\n{output[-3000:]}")
+        nbgrader(course, "generate_feedback", a, check=False)
+    nbgrader(course, "export")
+    timings["total_s"] = time.perf_counter() - started
+    book, exported = read_gradebook(course), read_export(course)
+    for (student, a), cells in sorted(expected.items()):
+        got = book.get((student, a), {})
+        for grade_id, points in cells.items():
+            score, manual = got.get(grade_id, (None, None))
+            if (score or 0.0) != points:
+                mismatches.append(f"{student}/{a}/{grade_id}: score {score}, expected {points}")
+            if student != "invalid_json" and manual:
+                mismatches.append(f"{student}/{a}/{grade_id}: flagged for manual grading")
+        if exported.get((student, a)) != sum(cells.values()):
+            mismatches.append(f"{student}/{a}: exported {exported.get((student, a))}, expected {sum(cells.values())}")
+        mismatches += [f"{student}/{a}/{p}" for p in feedback_problems(course, student, a)]
+        if diagnoses.get((student, a)) and not _feedback_shows(course, student, a, diagnoses[(student, a)]):
+            # a visible test can stop the cell before the hidden check diagnoses: say so, not an error
+            log(f"note: {student}/{a}: a visible test failed first; no diagnosis in the feedback")
+    log(f"{len(kinds)} students x {len(assignments)} assignments graded in {timings['total_s']:.1f} s "
+        f"({course})")
+    return mismatches, timings, course
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("assignments", nargs="*", help="default: every folder in source/")
+    parser.add_argument("-s", "--submission", action="append", choices=KINDS, help="default: all kinds")
+    parser.add_argument("--timeout", type=int, default=30, help="per-cell timeout in the simulation")
+    parser.add_argument("--workdir", help="course directory to create (default: a temp dir, kept)")
+    parser.add_argument("--list", action="store_true", help="print the submission kinds and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(KINDS))
+        return 0
+    assignments = args.assignments or sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
+    mismatches, timings, _ = simulate(assignments, args.submission or KINDS, workdir=args.workdir,
+                                      timeout=args.timeout)
+    for key, value in timings.items():
+        print(f"{key:<32s} {value:7.1f}")
+    for line in mismatches:
+        print("MISMATCH", line)
+    print("all scores as expected" if not mismatches else f"{len(mismatches)} mismatches")
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
