@@ -168,6 +168,15 @@ def test_reference_package_is_refused():
         assert not result.passed and "solutions" in result.message, (check, obj, result.message)
 
 
+def test_own_code_passes_with_the_working_directory_inside_solutions(monkeypatch):
+    """The answer keys run in solutions/answer_keys/: code objects named "<frozen abc>" or
+    "<string>" are not files there, so they must not count as reference code."""
+    monkeypatch.chdir(Path(__file__).parents[1] / "solutions" / "answer_keys")
+    for check in ("MultiHeadAttention", "scaled_dot_product_attention", "FeedForward"):
+        result = run_check(check, REFERENCE[check])
+        assert result.passed, result.message
+
+
 # ---------------------------------------------------------------- messages
 
 def test_missing_contract_keys_are_named():
