@@ -3,8 +3,8 @@
 Every chapter with graded cells goes into one course with a fresh gradebook
 (``generate_assignment``, ``db student import``), with three submissions per chapter -- the
 source notebook (must get full marks), the untouched release (must get zero, without crashing)
-and, for a few chapters, the source with one component replaced by a classic wrong
-implementation (must lose exactly that component's points) -- then one ``autograde`` and one
+and the source with one component replaced by a classic wrong implementation (must lose
+exactly that component's points) -- then one ``autograde`` and one
 ``generate_feedback`` run over all of them (nbgrader starts once, not once per chapter). Scores are read from the gradebook API, never from
 the CLI's exit status. ``nbgrader.validator.Validator`` judges every autograded source (passes)
 and release (every graded cell fails), and runs its own execution on one chapter.
@@ -65,10 +65,33 @@ class MultiHeadAttention(nn.Module):
         return self.W_o(out), attn
 '''.strip()
 
+
+
+def edited(component, old, new):
+    """The reference source of ``component`` with one classic mistake edited in (``old`` -> ``new``)."""
+    source = inspect.getsource(getattr(solutions, component)).rstrip()
+    assert source.count(old) == 1, f"solutions.{component} no longer holds {old!r} exactly once"
+    return source.replace(old, new)
+
+
 # chapter -> (component replaced, wrong source, grade_ids that must lose their points)
 WRONG = {
     "01_attention": ("attention_numpy", WRONG_ATTENTION_NUMPY, {"attention_numpy_matches_reference"}),
     "02_multihead": ("MultiHeadAttention", WRONG_MHA, {"mha_matches_reference"}),
+    # the positional table added whole, not sliced to T
+    "03_positional": ("PositionalEncoding", edited("PositionalEncoding", "x = x + self.pe[:, : x.size(1)]",
+                                                  "x = x + self.pe"), {"pe_module_matches_reference"}),
+    # the activation forgotten: two linear layers collapse into one
+    "04_ffn_layernorm": ("FeedForward", edited("FeedForward", "self.activation(self.fc1(x))", "self.fc1(x)"),
+                         {"ffn_matches_reference"}),
+    # the encoder's padding mask not passed on: both of the encoder layer's tests fail
+    "05_layers": ("EncoderLayer", edited("EncoderLayer", "self.self_attn(x, x, src_mask)", "self.self_attn(x, x)"),
+                  {"encoder_layer_ignores_padding", "encoder_layer_matches_reference"}),
+    # greedy decoding that never stops early
+    "06_transformer": ("Transformer", edited("Transformer", "            if finished.all():\n                break\n",
+                                             ""), {"greedy_decode_stops_at_eos"}),
+    # the loss averaged over PAD positions too
+    "07_copy_task": ("copy_loss", edited("copy_loss", ", ignore_index=pad_id)", ")"), {"copy_loss_ignores_pad"}),
 }
 
 
@@ -152,8 +175,7 @@ def test_untouched_release_gets_zero(graded):
 
 
 def test_one_wrong_component_loses_exactly_its_points(graded):
-    if graded["name"] not in WRONG:
-        pytest.skip(f"no wrong-component case for {graded['name']} (runtime budget)")
+    assert graded["name"] in WRONG, f"add a wrong-component case for {graded['name']} to WRONG"
     component, _, expected = WRONG[graded["name"]]
     cells = graded["cells"]["one_wrong"]
     assert expected <= set(cells), f"unknown grade_ids {sorted(expected - set(cells))}"
