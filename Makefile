@@ -13,8 +13,11 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# Jupyter refuses to start as root (containers, cloud shells) unless told it may.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_FLAG)
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -9,7 +9,7 @@
 # 这一章没有要你写的代码，只做三件事：
 #
 # 1. 统一**形状词汇**（shape glossary）——全课程的注释、报错信息和检查都用这套字母；
-# 2. 讲清**掩码约定**（mask convention）：`True` = 可以注意（may attend），以及为什么反过来的约定是个陷阱；
+# 2. 讲清**掩码约定**（mask convention）：`True` = 可以看（may attend），以及为什么反过来的约定是个陷阱；
 # 3. 说明**检查与评分**（checks and grading）怎么工作、怎么运行这些笔记本。
 #
 # 每章的结构都一样：先讲原理和数学，再给一个桩函数（stub，里面是 `raise NotImplementedError`）让你填，
@@ -22,10 +22,9 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from tutor.plots import plot_mask
+from tutor.plots import plot_mask_row
 
 warnings.filterwarnings("ignore", category=UserWarning)
 torch.manual_seed(0)
@@ -83,18 +82,18 @@ print("每行权重之和 / row sums:", weights.sum(dim=-1)[0, 0])
 #   `transpose(1, 2)` 成 `(B, H, T, d_k)`。第 02 章会细讲这里 `view`/`transpose`/`contiguous` 的坑。
 
 # %% [markdown]
-# ## 2. 掩码约定：`True` = 可以注意
+# ## 2. 掩码约定：`True` = 可以看
 #
 # 掩码（mask）决定“哪个查询可以看哪个键”。本课程**只用一种约定**：
 #
-# > 掩码是布尔张量（`0/1` 也接受），可广播到 `(B, H, T_q, T_k)`；**`True` 表示可以注意（may attend）**，
-# > `False` 表示屏蔽（blocked）。这与 PyTorch 的 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 一致。
+# > 掩码是布尔张量（`0/1` 也接受），可广播到 `(B, H, T_q, T_k)`；**`True` 表示可以看（may attend）**，
+# > `False` 表示遮挡（blocked）。这与 PyTorch 的 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 一致。
 #
 # 两种常见掩码：
 #
 # - **填充掩码**（padding mask）：批里的序列长短不一，短的用 PAD 补齐。PAD 位置不应该被任何查询看到，
-#   所以它屏蔽的是**键**（列），形状 `(B, 1, 1, T_k)`。注意：不要屏蔽查询行——seed 资料里有一份把查询行也屏蔽了，
-#   结果整行都被屏蔽，softmax 得到 NaN。
+#   所以它遮挡的是**键**（列），形状 `(B, 1, 1, T_k)`。注意：不要遮挡查询行——seed 资料里有一份把查询行也遮挡了，
+#   结果整行都被遮挡，softmax 得到 NaN。
 # - **因果掩码**（causal mask / subsequent mask）：解码器生成第 `i` 个词时不能偷看 `i` 之后的词，
 #   所以是**下三角为 True**，形状 `(1, 1, T, T)`。
 
@@ -128,21 +127,24 @@ print("与内置函数一致 / matches the built-in:", torch.allclose(weights @ 
 # %% [markdown]
 # ### 陷阱：反过来的约定
 #
-# 并不是所有代码都用 `True` = 可以注意。**同一个 PyTorch 里就有两种相反的约定**：
+# 并不是所有代码都用 `True` = 可以看。**同一个 PyTorch 里就有两种相反的约定**：
 #
 # | 接口 | 布尔掩码里 `True` 的意思 |
 # | --- | --- |
-# | `F.scaled_dot_product_attention(attn_mask=...)`、本课程 | 可以注意 |
-# | `nn.MultiheadAttention(attn_mask=..., key_padding_mask=...)`、`nn.Transformer*` | **不许**注意（被屏蔽） |
+# | `F.scaled_dot_product_attention(attn_mask=...)`、本课程 | 可以看 |
+# | `nn.MultiheadAttention(attn_mask=..., key_padding_mask=...)`、`nn.Transformer*` | **不许看**（被遮挡） |
 #
 # 课程的 seed 资料 002 用的就是后一种：它的 `generate_square_subsequent_mask` 返回**上三角为 1** 的矩阵，
-# 再用 `scores.masked_fill(mask == 1, -inf)` 屏蔽。单独看它自洽；可一旦把这种掩码交给按 `True` = 可以注意
-# 写成的函数（或者反过来），掩码就被**悄悄取反**了，而且不会报任何错：
+# 再用 `scores.masked_fill(mask == 1, -inf)` 遮挡。单独看它自洽；可一旦把这种掩码交给按 `True` = 可以看
+# 写成的函数（或者反过来），掩码就被**悄悄取反**了，而且不会报任何错。
 #
-# - 因果掩码取反后，每个位置**只能**看未来、看不到自己——训练时损失降得飞快（答案就摆在眼前），推理时一塌糊涂；
-# - 最后一行一个可见的键都没有，若用 `-inf` 填充，softmax 得到 `0/0 = NaN`，NaN 随后传遍整个批次。
+# 因果掩码取反后，每个位置**只能**看未来、看不到自己，最后一行更是一个可见的键都没有。后果取决于怎么填充被遮挡的分数：
 #
-# 下面故意犯这个错，并把两张掩码画出来（绿 = 可以注意，深色 = 屏蔽）：
+# - **用有限值填充**（如 `-1e9`、`finfo.min`）时不出 NaN：训练时损失降得飞快（要预测的下一个词就摆在眼前），
+#   推理时逐词生成、未来还不存在，结果一塌糊涂——这种错最隐蔽；
+# - **用 `-inf` 填充**时，最后一行 softmax 得到 `0/0 = NaN`：损失从第 1 步起就是 NaN，一次反向传播后所有参数都变成 NaN。
+#
+# 下面故意犯这个错（用 `-inf` 填充），并把两张掩码画出来（绿 = 可以看，深色 = 遮挡）：
 
 # %%
 blocked_future = torch.triu(torch.ones(T, T), diagonal=1)  # seed-002 style: 1 = blocked
@@ -153,17 +155,17 @@ print("取反后的权重 / weights with the inverted mask:")
 print(weights_wrong[0, 0])
 print("含 NaN 的行 / rows with NaN:", torch.isnan(weights_wrong[0, 0]).any(dim=-1).nonzero().flatten().tolist())
 
-fig, axes = plt.subplots(1, 2, figsize=(8, 3.4), layout="constrained")
-plot_mask(causal, title="Course causal mask (True = may attend)", ax=axes[0], legend=False)
-plot_mask(wrong, title="Seed-002 mask read as True = may attend", ax=axes[1])
+plot_mask_row([causal, wrong], ["course causal mask", "seed-002 mask read as True = may attend"],
+              title="Course mask vs the inverted seed-002 mask (True = may attend)")
 plt.show()
 
 # %% [markdown]
 # 两条防线，全课程都会用到：
 #
 # 1. **只用一种约定**，并在每个接口的文档字符串里写明；从别的代码库搬来的掩码先确认它的约定，必要时取反（`~mask`）。
-# 2. **整行被屏蔽时不出 NaN**：用一个有限的极小值（`torch.finfo(dtype).min`）填充分数，softmax 之后再把被屏蔽的
-#    权重置为 0。这样一个“什么都看不见”的查询得到全零权重和零输出，而不是 NaN。第 01 章的检查专门有一个整行被屏蔽的用例。
+# 2. **整行被遮挡时不出 NaN**：用一个有限的极小值（`torch.finfo(dtype).min`）填充分数，softmax 之后再把被遮挡的
+#    权重置为 0。这样一个“什么都看不见”的查询得到全零权重和零输出，而不是 NaN。（用 `-inf` 填充、softmax 后同样置 0
+#    也能得到这个结果，只是中间会先算出 NaN 再被换掉；有限值更稳妥，第 01 章细讲。）第 01 章的检查专门有一个整行被遮挡的用例。
 #
 # 面试常问：*“`nn.MultiheadAttention` 的 `key_padding_mask` 里 True 是什么意思？”*——是“忽略这个键”，
 # 与 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 正好相反。第 05 章会把你写的编码器层与
@@ -183,7 +185,7 @@ plt.show()
 #
 # - **可见测试**（visible tests）：几条关于形状和性质的 `assert`，你可以读、可以照着推理；
 # - **参考检查**（reference check）：把你的函数或类与参考实现在几组随机用例上逐一比较
-#   （`T_q ≠ T_k`、`B = 1`、`H = 1`、填充掩码、因果掩码、整行被屏蔽、float64……），
+#   （`T_q ≠ T_k`、`B = 1`、`H = 1`、填充掩码、因果掩码、整行被遮挡、float64……），
 #   类会先把参考权重按接口里的属性名（如 `W_q`、`W_o`）拷进你的模块。不一致时，它会指出哪个用例、什么形状、
 #   最大误差在哪里，并且在输出与某个**经典错误**（漏了 `1/√d_k`、softmax 做错了轴、掩码取反、
 #   合并头时漏了 `transpose`……）吻合时直接点名。

@@ -48,7 +48,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tutor.plots import plot_attention, plot_mask, plot_scaling_experiment
+from tutor.plots import plot_attention, plot_mask_row, plot_scaling_experiment
 
 warnings.filterwarnings("ignore")
 np.random.seed(0)
@@ -135,8 +135,12 @@ assert np.all(np.isfinite(_p)), "出现 inf 或 NaN：减去最大值了吗？ /
 assert np.allclose(_p.sum(axis=-1), 1.0), "每行之和应为 1 / each row must sum to 1"
 assert np.allclose(_p[0], _p[1]), "softmax(x + c) 应等于 softmax(x) / softmax(x + c) must equal softmax(x)"
 assert np.allclose(_p[2], 1 / 3), "相同的输入应得到均匀分布 / equal inputs must give a uniform distribution"
-_col = softmax(_x[:2], axis=0)
-assert np.allclose(_col.sum(axis=0), 1.0), "请按 axis 参数归一化 / normalise along the given axis"
+_col = softmax(np.log(np.array([[1.0, 1.0], [3.0, 1.0]])), axis=0)  # softmax(log a) = a / sum(a), column by column
+assert np.allclose(_col, [[0.25, 0.5], [0.75, 0.5]]), \
+    "axis=0 时每一列应是 softmax：减最大值和归一化要沿同一个 axis / with axis=0 each column must be a softmax: " \
+    "subtract the max and normalise along the same axis"
+assert np.allclose(softmax(_x[:2], axis=0), softmax(_x[:2].T).T), \
+    "axis=0 应等于转置后按最后一维做 softmax / axis=0 must equal the softmax of the transpose along its last axis"
 print("softmax: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
@@ -309,6 +313,28 @@ plt.show()
 # 本课程参考的几份材料里，两种写法都出现过：同一个项目里混用两种约定，mask 就会整个反过来——
 # 模型只看 padding、不看真实 token，而且不会报错。
 #
+# ### 加性掩码（additive mask）：公式不能照抄
+#
+# 不少资料把掩码写成加到分数上的矩阵：$\tilde M = (1 - M)\cdot(-\infty)$，再算 $\mathrm{softmax}(S + \tilde M)$，
+# 其中 $M = 1$ 表示可以看。数学上的意思是“可以看的位置加 0，遮挡的位置加 $-\infty$”。可是在 IEEE 754 浮点数里
+# $0 \cdot (-\infty) = \text{NaN}$：照字面写成代码，**每个可以看的位置**都变成 NaN，整行 softmax 全是 NaN。
+# 这类公式要用 `torch.where` / `masked_fill` 来实现：`torch.where(mask, 0.0, float("-inf"))`，
+# 或者把 $-\infty$ 换成一个有限的大负数（如 `torch.finfo(dtype).min`，$0 \cdot$ 有限数 $= 0$）。
+
+# %%
+M = torch.tensor([1.0, 1.0, 0.0])                  # (T_k,): 1 = may attend, the last key is blocked
+s_row = torch.tensor([0.5, 1.0, -0.3])              # (T_k,): the scores of one query
+literal = (1 - M) * float("-inf")                   # the formula typed in as is: 0 * -inf = nan
+safe = torch.where(M.bool(), 0.0, float("-inf"))    # 0 where visible, -inf where blocked
+finite = (1 - M) * torch.finfo(torch.float32).min   # a finite stand-in for -inf: 0 * finite = 0
+for name, add in (("(1 - M) * (-inf)", literal), ("where(M, 0, -inf)", safe), ("(1 - M) * finfo.min", finite)):
+    shown = ", ".join(f"{v + 0.0:.3g}" for v in add.tolist())  # + 0.0 turns -0.0 into 0.0
+    print(f"{name:20s} -> additive mask [{shown}]  softmax {torch.softmax(s_row + add, dim=-1)}")
+
+# %% [markdown]
+# 第一行里，连可以看的两个位置也成了 NaN；后两种写法得到同样正确的权重。本课程的函数直接收布尔掩码、用 `masked_fill` 填充，
+# 不需要先造一个加性掩码；读到别人的 $(1-M)\cdot(-\infty)$ 时，记得它只是数学记号。
+#
 # ### 两种掩码与它们的形状
 #
 # - **填充掩码（padding mask）**：一个批次里的句子长短不一，短句用 `<pad>` 补齐。任何查询都不应该从 `<pad>` **键**取信息。
@@ -329,12 +355,9 @@ causal_mask = torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None]  # (1, 
 both = pad_mask & causal_mask                                            # (B, 1, T_q, T_k) by broadcasting
 print("pad_mask", tuple(pad_mask.shape), "| causal_mask", tuple(causal_mask.shape), "| both", tuple(both.shape))
 
-fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
-plot_mask(pad_mask[0, 0].expand(T, T), title="padding mask: blocks <pad> keys", ax=axes[0],
-          x_labels=tokens, y_labels=tokens, legend=False)
-plot_mask(causal_mask[0, 0], title="causal mask: no peeking ahead", ax=axes[1], x_labels=tokens, y_labels=tokens,
-          legend=False)
-plot_mask(both[0, 0], title="padding & causal", ax=axes[2], x_labels=tokens, y_labels=tokens)
+plot_mask_row([pad_mask[0, 0].expand(T, T), causal_mask[0, 0], both[0, 0]],
+              ["padding mask: blocks <pad> keys", "causal mask: no peeking ahead", "padding & causal"],
+              x_labels=tokens, y_labels=tokens, title="Padding, causal and combined masks (True = may attend)")
 plt.show()
 
 # %% [markdown]
@@ -343,8 +366,8 @@ plt.show()
 #
 # ### 全被遮挡的行：NaN 从哪里来
 #
-# 很多教程用 `masked_fill(~mask, float("-inf"))`。只要一行里还有一个可见的键，这没问题；可一旦整行都是 $-\infty$，
-# softmax 要算 $e^{-\infty - (-\infty)}$，即 `exp(nan)`，结果整行 NaN，并且 NaN 会在反向传播里扩散到所有参数。
+# 很多教程用 `masked_fill(~mask, float("-inf"))`，然后直接 softmax。只要一行里还有一个可见的键，这没问题；可一旦整行都是 $-\infty$，
+# softmax 要算 $e^{-\infty - (-\infty)}$，即 `exp(nan)`，结果整行 NaN；不加处理的话，NaN 会在反向传播里扩散到所有参数。
 # 换成 `-1e9` 不再有 NaN，但整行变成均匀分布——这个查询会平均地从所有（包括 padding 的）位置取信息，同样不对。
 
 # %%
@@ -356,13 +379,19 @@ print("fill with -inf  ->\n", torch.softmax(scores_demo.masked_fill(~mask_demo, 
 print("fill with -1e9  ->\n", torch.softmax(scores_demo.masked_fill(~mask_demo, -1e9), dim=-1))
 
 # %% [markdown]
-# 本课程的约定：**这样的行权重全为 0，输出也为 0**（`F.scaled_dot_product_attention` 也是这样）。做法：
+# 本课程的约定：**这样的行权重全为 0，输出也为 0**（`F.scaled_dot_product_attention` 也是这样）。推荐做法：
 #
-# 1. 用一个**有限的**极小值填充被遮挡的分数，例如 `torch.finfo(scores.dtype).min`（对 float16/float32/float64 都安全；
-#    float16 最大只能表示 65504，`masked_fill(..., -1e9)` 在半精度下直接报溢出错误，转换成 float16 则变成 `-inf`）；
+# 1. 用一个**有限的**极小值填充被遮挡的分数，例如 `torch.finfo(scores.dtype).min`（每种精度用自己的 `finfo`，
+#    float16/float32/float64 都安全；float16 最大只能表示 65504，`masked_fill(..., -1e9)` 在半精度下直接报溢出错误，
+#    转换成 float16 则变成 `-inf`）；
 # 2. softmax 之后，再把被遮挡位置的权重置 0：`attn.masked_fill(~mask, 0.0)`。
 #
 # 这两步对正常的行没有任何影响，只改变全被遮挡的行，而且梯度里也不会出现 NaN。
+#
+# 决定结果的其实是第 2 步：第 1 步用 `-inf` 填充、第 2 步照样置 0，前向和反向的结果也都没有 NaN
+# （`masked_fill` 的反向对被替换的位置只传回 0）。所以 `-inf` 加第 2 步同样正确，`finfo.min` 只是**更稳妥**：
+# 中间结果里从不出现 NaN 或 $\infty$ 运算，`torch.autograd.detect_anomaly()` 这类 NaN 检查不会在 softmax 的反向里报警，
+# 换到 float16 也不用改代码。
 
 # %% [markdown]
 # ## 7. PyTorch 版：`scaled_dot_product_attention`
@@ -500,16 +529,48 @@ print("ScaledDotProductAttention: 可见测试通过 / visible tests passed")
 # %% [markdown]
 # ## 10. 复杂度：为什么长序列贵
 #
-# - **时间**：$QK^{\top}$ 与 $AV$ 各需 $T_q \cdot T_k \cdot d$ 次乘加（$d$ 为所有头的维度之和），
-#   自注意力（$T_q = T_k = n$）为 $O(n^2 d)$；加上投影的 $O(n d^2)$，一层注意力共 $O(n^2 d + n d^2)$。
-#   $n > d$ 时 $n^2 d$ 项占主导（例如 $n = 4096,\ d = 1024$）；像 $n = 512,\ d = 768$ 这样 $n < d$ 的配置，
-#   投影和 FFN 反而更贵——有材料拿后者举例说明“$n^2$ 是瓶颈”，例子与结论是矛盾的。
-# - **显存**：权重矩阵有 $B \cdot H \cdot T_q \cdot T_k$ 个元素，要为反向传播保存下来，是 $O(n^2)$。
-#   长度翻倍，计算和这部分显存都约变成 4 倍。
-# - **并行与路径长度**：RNN 必须按时间步串行，两个位置间的信息要传 $O(n)$ 步；注意力是几次大矩阵乘法，
-#   可以完全并行，任意两个位置一步直达（路径长度 $O(1)$）。
+# - **时间**（按乘加次数 multiply-adds 计，$d = d_{\text{model}}$，即所有头的维度之和）：$QK^{\top}$ 与 $AV$ 各需
+#   $T_q \cdot T_k \cdot d$ 次，自注意力（$T_q = T_k = n$）合计 $2n^2 d$；Q、K、V、O 四个投影合计 $4nd^2$；
+#   一层里还有 FFN（$d_{\text{ff}} = 4d$），两个线性层合计 $8nd^2$。
+#   - 只看注意力子层：$2n^2 d > 4nd^2 \iff n > 2d$，这时 $n^2$ 项才占主导；
+#   - 看整个编码器层：$2n^2 d > 12nd^2 \iff n > 6d$。$n^2$ 项在一层里的占比是 $n / (n + 6d)$。
 #
-# 下表是**单个头、单个样本**的注意力权重矩阵在半精度（2 字节）下的大小：
+#   例如 $n = 4096,\ d = 1024$（$n = 4d$）：$n^2$ 项约 34 G 次，投影与 FFN 约 51 G 次，整层看仍是后者更多。
+#   像 $n = 512,\ d = 768$ 这样 $n < d$ 的配置，$n^2$ 项只占一成左右——有材料拿它举例说明“$n^2$ 是瓶颈”，例子与结论是矛盾的。
+# - **显存**：权重矩阵有 $B \cdot H \cdot T_q \cdot T_k$ 个元素，要为反向传播保存下来，是 $O(n^2)$。
+#   长度翻倍，$n^2$ 部分的计算和这部分显存都约变成 4 倍。
+#
+# 用几组配置算一算（一层编码器，单个样本）：
+
+# %%
+print("    n     d | 2n^2 d (attention) | 4nd^2 (proj.) | 8nd^2 (FFN) | n^2 share of the layer")
+for n, d in ((512, 768), (2048, 1024), (4096, 1024), (6144, 1024), (16384, 1024)):
+    quad, proj, ffn = 2 * n * n * d, 4 * n * d * d, 8 * n * d * d
+    print(f"{n:5d} {d:5d} | {quad / 1e9:16.1f} G | {proj / 1e9:11.1f} G | {ffn / 1e9:9.1f} G | "
+          f"{quad / (quad + proj + ffn):6.1%}")
+
+# %% [markdown]
+# 第 2 行 $n = 2d$：注意力子层里 $2n^2 d$ 与 $4nd^2$ 正好相等。第 4 行 $n = 6d$：整层正好对半。$n = 16384$ 时 $n^2$ 项才占到七成以上。
+#
+# ### 与 RNN、CNN 比较
+#
+# 原论文（*Attention Is All You Need*，表 1）从三个角度比较了几种层（$n$ 序列长度，$d$ 表示维度，$k$ 卷积核宽，$r$ 受限注意力的邻域大小）：
+#
+# | 层类型 | 每层计算量 | 串行操作数（sequential operations） | 最大路径长度（maximum path length） |
+# | --- | --- | --- | --- |
+# | 自注意力（self-attention） | $O(n^2 \cdot d)$ | $O(1)$ | $O(1)$ |
+# | 循环层（recurrent） | $O(n \cdot d^2)$ | $O(n)$ | $O(n)$ |
+# | 卷积层（convolutional） | $O(k \cdot n \cdot d^2)$ | $O(1)$ | $O(\log_k n)$（空洞卷积）或 $O(n/k)$（连续核） |
+# | 受限自注意力（restricted，只看邻近 $r$ 个位置） | $O(r \cdot n \cdot d)$ | $O(1)$ | $O(n/r)$ |
+#
+# - **每层计算量**：$n < d$ 时 $n^2 d < n d^2$，自注意力比 RNN 还便宜——机器翻译的句子通常几十个词，而 $d = 512$，
+#   这正是论文成立的场景；$n \gg d$ 时反过来，才需要受限 / 稀疏注意力把 $n^2$ 降成 $r \cdot n$。
+# - **串行操作数**：RNN 必须按时间步一步步算，训练时无法在序列维上并行；注意力和卷积都是几次大矩阵乘法，可以完全并行。
+# - **最大路径长度**：任意两个位置之间的信息要经过几步。RNN 要传 $O(n)$ 步，长程依赖容易被稀释；
+#   卷积要叠 $O(n/k)$ 层（空洞卷积 $O(\log_k n)$ 层）感受野才能覆盖整个序列；自注意力一步直达，$O(1)$。
+#   受限自注意力用更长的路径 $O(n/r)$ 换取更少的计算。
+#
+# 最后看显存。下表是**单个头、单个样本**的注意力权重矩阵在半精度（2 字节）下的大小：
 
 # %%
 print("     n |   n^2 elements | fp16 size per head")
@@ -540,7 +601,8 @@ for n in (512, 1024, 2048, 4096, 16384):
 #
 # **Q5：`-inf` 和 `-1e9` 有什么区别？整行都被遮挡会怎样？**
 # 正常行两者结果相同。整行被遮挡时 `-inf` 得到 NaN（并在反向传播中扩散），`-1e9` 得到均匀分布（偷偷看了 padding）；
-# `-1e9` 在 float16 里还放不下（最大 65504）。稳妥做法：用 `finfo.min` 填充，softmax 后把被遮挡权重置 0。
+# `-1e9` 在 float16 里还放不下（最大 65504）。稳妥做法：用 `finfo.min` 填充，softmax 后把被遮挡权重置 0
+# （关键是置 0 这一步：`-inf` 填充后同样置 0 也不出 NaN，只是中间会先算出 NaN）。
 #
 # **Q6：padding mask 和 causal mask 的形状、作用？**
 # padding：`(B,1,1,T_k)`，遮挡 `<pad>` 键（整列）；causal：`(1,1,T,T)` 下三角，查询 $i$ 只看 $0..i$，训练时并行计算所有位置又不偷看未来，
@@ -549,8 +611,9 @@ for n in (512, 1024, 2048, 4096, 16384):
 # **Q7：你的掩码里 True 表示什么？** 先说清约定：本课程与 `F.scaled_dot_product_attention` 是 True = 可以看；
 # `nn.MultiheadAttention` 的布尔掩码相反（True = 遮挡）。混用约定会让模型只看 padding。
 #
-# **Q8：注意力的时间、空间复杂度？** 时间 $O(n^2 d)$（加投影 $O(nd^2)$），权重矩阵显存 $O(B H n^2)$；$n$ 翻倍约 4 倍。
-# 长序列用 FlashAttention（显存 $O(n)$、计算不变）、稀疏或线性注意力（近似）。
+# **Q8：注意力的时间、空间复杂度？** 时间 $O(n^2 d)$（乘加 $2n^2 d$），加投影 $O(nd^2)$（$4nd^2$）；权重矩阵显存 $O(B H n^2)$，$n$ 翻倍约 4 倍。
+# 注意力子层里 $n > 2d$、整层（含 FFN 的 $8nd^2$）里 $n > 6d$ 时 $n^2$ 项才占主导。与 RNN 比：每层 $O(n^2 d)$ 对 $O(nd^2)$，
+# 串行步数 $O(1)$ 对 $O(n)$，路径长度 $O(1)$ 对 $O(n)$。长序列用 FlashAttention（显存 $O(n)$、计算不变）、稀疏或线性注意力（近似）。
 #
 # **Q9：为什么 Q 和 K 用不同的投影？** 若 $Q = K$，分数矩阵对称，表达不了“i 关注 j 但 j 不关注 i”；不同投影让“提问”和“被检索”解耦。
 #

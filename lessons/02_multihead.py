@@ -239,12 +239,25 @@ with torch.no_grad():
     _out_p, _ = _mha(_x[:, _perm], _x[:, _perm])
 assert torch.allclose(_out_p, _out_x[:, _perm], atol=1e-5), \
     "打乱 token 顺序后输出应同样打乱（分头/合头把不同 token 混在一起了？）/ permuting tokens must permute outputs (does the head split/merge mix tokens?)"
+# With W_v = W_o = identity (no biases), head h's slice of the output is attn_h @ (slice h of x_kv).
+with torch.no_grad():
+    for _lin in (_mha.W_v, _mha.W_o):
+        _lin.weight.copy_(torch.eye(12))
+        _lin.bias.zero_()
+    _out, _attn = _mha(_y, _x, _pad)
+    for _h in range(3):
+        _rows = slice(4 * _h, 4 * (_h + 1))
+        _expected = _attn[:, _h] @ _x[..., _rows]         # (B, T_q, T_k) @ (B, T_k, d_k) -> (B, T_q, d_k)
+        assert torch.allclose(_out[..., _rows], _expected, atol=1e-5), \
+            f"W_v = W_o = I 时输出第 {_h} 段应为 attn_{_h} @ x_kv 的第 {_h} 段（V 是否来自 x_kv？合头顺序？）/ " \
+            f"with W_v = W_o = I, output slice {_h} must be attn_{_h} @ slice {_h} of x_kv (values from x_kv? head merge order?)"
 # If every value vector is the same, any weighted average of them is that vector: all output rows are equal.
 with torch.no_grad():
     _mha.W_v.weight.zero_()
+    _mha.W_v.bias.fill_(0.3)
     _out, _ = _mha(_y, _x, _pad)
 assert torch.allclose(_out, _out[:, :1].expand_as(_out), atol=1e-6), \
-    "W_v 为 0 时所有输出行应相同（V 是否来自 W_v(x_kv)？）/ with W_v = 0 all output rows must be equal (do values come from W_v(x_kv)?)"
+    "W_v 为 0 时所有输出行应相同（V 是否经过 W_v？）/ with W_v = 0 all output rows must be equal (do values go through W_v?)"
 # The last step is the output projection W_o.
 with torch.no_grad():
     _mha.W_o.weight.zero_()
@@ -311,10 +324,13 @@ except NotImplementedError:
 # 把你的四个投影的权重拷进 PyTorch 的 `nn.MultiheadAttention(batch_first=True)`：它的 `in_proj_weight` 是
 # `W_q, W_k, W_v` 的权重按行拼接 `(3d, d)`，`out_proj` 对应 `W_o`。然后在 float64 下比较输出和每个头的权重。
 #
-# 两个接口差异要特别当心：
+# 几个接口差异要特别当心：
 #
 # - `nn.MultiheadAttention` 的布尔掩码 **True = 遮挡**，与我们的约定相反，所以传 `attn_mask=~causal`；
 #   填充用单独的参数 `key_padding_mask (B, T_k)`，同样 True = 遮挡；
+# - 它的 `attn_mask` 若是 3 维，形状必须是 `(B·num_heads, T_q, T_k)`，第 0 维按 `b·num_heads + h` 排列
+#   （用 `repeat_interleave(num_heads, dim=0)` 构造）；有材料直接传 `(B, T, T)`，`num_heads > 1` 时会报错。
+#   只按样本区分的填充，交给 `key_padding_mask (B, T_k)` 更简单（本节最后一个单元格验证这两点）；
 # - 它默认返回**所有头的平均**权重，要每个头的权重需传 `average_attn_weights=False`；
 #   它的 `forward(query, key, value)` 分开接收 K、V 的输入，我们的 `x_kv` 同时充当两者。
 
@@ -356,6 +372,24 @@ except NotImplementedError:
 # %% [markdown]
 # 最后一行说明了第 01 章的约定为什么重要：一行什么都看不到时，`nn.MultiheadAttention` 输出 NaN，
 # 而我们的注意力给出 0 权重，MHA 的输出就是 `W_o` 的偏置——有限、可训练，不会把 NaN 传进梯度。
+#
+# 再验证上面关于 3 维 `attn_mask` 的说法：`(B, T_q, T_k)` 的掩码被拒绝；按头复制成 `(B·num_heads, T_q, T_k)` 后，
+# 结果与用 `key_padding_mask` 表达同一个填充完全相同。（这里用一个独立的 `nn.MultiheadAttention`，不依赖你的练习。）
+
+# %%
+# nn.MultiheadAttention's 3-D attn_mask: one (T_q, T_k) mask per (sample, head), and True = blocked.
+torch.manual_seed(5)
+torch_mha = nn.MultiheadAttention(32, 4, batch_first=True).eval()
+blocked = (~src_pad[:, 0]).expand(-1, len(tgt_tokens), -1)     # (B, T_q, T_k), True = blocked
+with torch.no_grad():
+    try:
+        torch_mha(tgt, src, src, attn_mask=blocked)
+    except RuntimeError as err:
+        print("attn_mask (B, T_q, T_k)     -> RuntimeError:", str(err))
+    per_head = blocked.repeat_interleave(4, dim=0)             # (B * num_heads, T_q, T_k)
+    out_3d, _ = torch_mha(tgt, src, src, attn_mask=per_head)
+    out_kpm, _ = torch_mha(tgt, src, src, key_padding_mask=~src_pad[:, 0, 0])
+print("attn_mask (B*H, T_q, T_k)   -> same output as key_padding_mask:", torch.allclose(out_3d, out_kpm, atol=1e-6))
 
 # %% [markdown]
 # ## 9. 易错点清单
@@ -369,6 +403,7 @@ except NotImplementedError:
 # | 交叉注意力里 Q 用了编码器输出、或 K/V 互换 | 形状可能都对，语义全错：Q 来自解码器，K 和 V 都来自编码器 |
 # | 忘了输出投影 `W_o` | 各头之间没有交互，参数量少了 $d^2 + d$ |
 # | 混用掩码约定（`nn.MultiheadAttention` 是 True = 遮挡） | 模型只看 padding、不看真实 token |
+# | 给 `nn.MultiheadAttention` 传 `(B, T_q, T_k)` 的 3 维 `attn_mask` | `num_heads > 1` 时报形状错误：应为 `(B·num_heads, T_q, T_k)` |
 # | 每个头用 $\sqrt{d_{\text{model}}}$ 而不是 $\sqrt{d_k}$ 缩放 | 分数被多缩小了 $\sqrt{H}$ 倍，注意力过于平均 |
 # | `d_model % num_heads != 0` 仍然硬分 | 用 `assert` 或干脆不检查，得到难懂的 `view` 报错；应抛出写清原因的 `ValueError` |
 

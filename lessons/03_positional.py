@@ -15,7 +15,7 @@
 #
 # 注意力只看“内容像不像”，不看“谁在前谁在后”。这一章先用实验说明这一点，再实现原论文的
 # 正弦位置编码（sinusoidal positional encoding），最后在加分部分实现可学习位置编码（learned positional embedding）
-# 和今天大模型最常用的旋转位置编码 RoPE（Rotary Position Embedding），并介绍 ALiBi。
+# 和今天大模型最常用的旋转位置编码 RoPE（Rotary Position Embedding），并介绍 ALiBi 和 T5 的相对位置偏置。
 #
 # **本章共 8 分**，两个练习，3 个评分单元格：
 #
@@ -78,6 +78,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # 后果：“猫 吃 鱼”和“鱼 吃 猫”里，“猫”这个 token 得到完全相同的表示，模型无从知道谁吃谁。
 # 下面用第 02 章的多头注意力验证：4 个 token `the cat eats fish` 打乱成 `the fish eats cat`。
 # 再给每个**位置**加一个固定的随机向量（相当于一张还没训练的可学习位置表）——只要向量随位置不同，对称性就被打破。
+# 这里故意不用正弦表（它第 2 节才出场）：打破对称靠的是“每个位置一个不同的向量”，与向量怎么来的无关。
 
 # %%
 torch.manual_seed(0)
@@ -108,7 +109,7 @@ plt.show()
 
 # %% [markdown]
 # 左边两张图是头 0 的权重：数值一样，只是行列跟着 token 搬了家。右边：没有位置信息时每个 token 的输出变化是 0（浮点误差级），
-# 加了位置向量后，同一个 token 换了位置，输出就变了——连没有挪动的 `the` 也变了，因为它看到的“邻居排列”变了。
+# 给每个位置加上各自的随机向量后，同一个 token 换了位置，输出就变了——连没有挪动的 `the` 也变了，因为它看到的“邻居排列”变了。
 #
 # 两点补充：
 #
@@ -302,7 +303,10 @@ except NotImplementedError:
 # 切片只解决 `T ≤ max_len` 的情况——`T > max_len` 时 `pe[:, :T]` 只有 `max_len` 行，相加时报一个难懂的广播错误
 # （有的讲义把“切片”当成超长序列的解决办法，其实它解决不了）。要么在构造时把 `max_len` 设大一些，要么像这里一样尽早给出清楚的报错。
 #
-# 第 06 章会把词嵌入乘以 $\sqrt{d_{\text{model}}}$ 再加位置编码：嵌入初始化的数值很小，放大后位置编码（每个元素在 $[-1, 1]$）才不会盖过词义。
+# 第 06 章会把词嵌入乘以 $\sqrt{d_{\text{model}}}$ 再加位置编码。那里的参考实现用 Xavier 均匀初始化（`nn.init.xavier_uniform_`）
+# 初始化嵌入矩阵（$V \times d_{\text{model}}$），元素标准差只有 $\sqrt{2/(V + d_{\text{model}})}$（$V = 1000,\ d = 512$ 时约 0.036），
+# 乘 $\sqrt{d_{\text{model}}}$ 后才和位置编码（每个元素在 $[-1, 1]$，均方根约 0.71）同一量级，位置编码不会盖过词义。
+# 注意 `nn.Embedding` 的默认初始化是 $\mathcal{N}(0, 1)$，数值并不小；在那种初始化下再放大，反而是词向量盖过位置编码（第 06 章有实测）。
 # dropout 作用在“嵌入 + 位置编码”之和上（原论文 $P_{drop} = 0.1$）。
 
 # %% exercise="PositionalEncoding"
@@ -348,8 +352,21 @@ print("pe_module_matches_reference: 可见测试通过 / visible tests passed")
 # | `T > max_len` 不检查 | 难懂的广播报错；应构造时设够 `max_len`，或给出清楚的 `ValueError` |
 # | 表存成 `nn.Parameter` | 正弦表被训练改掉；优化器里多了 `max_len × d` 个参数 |
 # | 表存成普通属性 | 不在 `state_dict` 里，`.to(device)` 不跟着走 |
-# | `position` 用整数类型 | `arange` 默认 int64，和浮点频率相乘前要转成浮点（或直接指定 `dtype`） |
+# | 表建成整数类型：`torch.zeros(..., dtype=torch.long)`（或 `dtype=position.dtype`，`position` 是整数 `arange`） | 写进去的 sin/cos 被静默截断成整数：第 0 行仍是 `[0, 1, 0, 1, …]`，其余几乎全是 0 |
+# | 指数里用整除：`2 * i // d_model` | 对所有 $2i < d_{\text{model}}$ 都得 0，所有频率都变成 1 |
 # | 位置编码加到 Q、K、V 之后，或拼接（concat）而不是相加 | 与原论文不符；原论文在嵌入层**相加**一次 |
+#
+# （常见的误解：`arange` 默认是 int64，“必须先转成浮点才能乘频率”——其实 int64 张量乘 float32 张量会自动提升为 float32，
+# `torch.sin` 也接受整数张量。真正的坑是上表那两行：结果**存进**整数张量，或在指数里做整数除法。）下面的小实验把这两个坑演示出来：
+
+# %%
+angles_demo = torch.arange(4)[:, None] * torch.tensor([1.0, 0.01])    # (4, 1) * (2,) -> (4, 2), int64 * float32 -> float32
+table_long = torch.zeros(4, 4, dtype=torch.long)                      # wrong: an integer table
+table_long[:, 0::2], table_long[:, 1::2] = torch.sin(angles_demo), torch.cos(angles_demo)  # truncated toward 0, no error
+print("angles dtype:", angles_demo.dtype, "| integer table (positions 0-3, d_model = 4):")
+print(table_long)
+pair_cols = torch.arange(0, 8, 2)                                     # 2i for d_model = 8
+print("exponent 2i/d_model with / :", (pair_cols / 8).tolist(), "| with // :", (pair_cols // 8).tolist())
 
 # %% [markdown]
 # ## 9. 加分一：可学习位置编码（Learned Positional Embedding）
@@ -391,8 +408,11 @@ print("pe_module_matches_reference: 可见测试通过 / visible tests passed")
 #
 # - 只旋转 Q 和 K（分头之后，形状 `(B, H, T, d_k)`），**不旋转 V**；每一层都做，而不是只在输入层加一次；
 # - 用逐元素乘法实现，不要真的构造 $d \times d$ 的旋转矩阵；
-# - 配对方式有两种：本课用论文的“相邻配对” $(2i, 2i+1)$；GPT-NeoX / Llama 的代码用“前后半配对” $(i, i + d/2)$。
-#   两者只是特征的排列不同、同样正确，但**加载别人的权重时必须用同一种**，否则结果全错。
+# - 配对方式有两种：本课和 RoFormer 论文、Meta 原版 LLaMA 代码一样用“相邻配对” $(2i, 2i+1)$（LLaMA 把相邻两维看成一个复数，
+#   乘以一个模为 1 的复数来旋转）；GPT-NeoX 和 Hugging Face transformers 里的 Llama 实现用“前后半配对” $(i, i + d/2)$（`rotate_half`）。
+#   两者只差每个头内特征的一个排列，同样正确：Hugging Face 转换 Meta 的 LLaMA 权重时，正是把 $W_Q$、$W_K$ 的行按这个排列重排，
+#   才让 `rotate_half` 算出同样的分数。所以**加载别人的权重时，RoPE 的配对方式必须与权重的来源一致**（或者自己重排 $W_Q$、$W_K$），
+#   否则程序照常运行，注意力分数却全错。
 #
 # 实现 `rope_frequencies(d, base=10000.0)`（返回 $\theta_i$，形状 `(d/2,)`）和 `apply_rope(x, positions=None, base=10000.0)`
 # （`x (..., T, d)`，默认位置 `arange(T)`，返回同形状）。下面的检查不计分。
@@ -429,7 +449,7 @@ except NotImplementedError:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# ## 11. ALiBi 与各方案对比
+# ## 11. ALiBi、T5 相对位置偏置与各方案对比
 #
 # **ALiBi**（Attention with Linear Biases，Press et al., 2022；BLOOM 采用）完全不碰嵌入和 Q、K，
 # 直接在注意力分数上加一个随距离线性增长的惩罚：
@@ -441,11 +461,19 @@ except NotImplementedError:
 # 每个头一个固定斜率 $m_h$（$H = 8$ 时为 $2^{-1}, 2^{-2}, \dots, 2^{-8}$ 的几何序列），没有可训练参数。
 # 它相当于“软的局部注意力”：越远的 token 权重越小，斜率大的头看得近、斜率小的头看得远。在比训练更长的序列上测试时表现稳定。
 #
+# **T5 的相对位置偏置**（relative position bias，Raffel et al., 2020）同样不给输入加任何位置向量，而是在每个头的注意力分数上
+# 加一个**可学习的标量** $b_h\big(\mathrm{bucket}(j - i)\big)$：相对距离先分桶（bucket），近处每个距离一个桶，远处按对数合并成越来越宽的桶
+# （T5 默认 32 个桶，最远 128；双向注意力时前后方向各占一半），同一个桶共用一个偏置。它可以看成“可学习版的 ALiBi”：
+# 每个头每个桶一个参数（T5 里各层共用这张小表），超过最远距离的 token 都落进最后一个桶。
+# 常和它并列提到的 XLNet 沿用 Transformer-XL 的相对位置编码：把分数拆成“内容–内容”“内容–位置”等几项，
+# 位置项用相对距离的正弦向量，同样不加到输入上。
+#
 # | 方案 | 绝对 / 相对 | 额外参数 | 注入位置 | 超出训练长度 | 代表模型 |
 # | --- | --- | --- | --- | --- | --- |
 # | 正弦 | 绝对（隐含相对：偏移 = 旋转） | 0 | 输入嵌入，相加一次 | 能算，但效果明显下降 | 原始 Transformer |
 # | 可学习 | 绝对 | `max_len × d` | 输入嵌入，相加一次 | 不能超过 `max_len` | BERT、GPT-2 |
 # | RoPE | 相对（分数只依赖 $n - m$） | 0 | 每层的 Q、K，旋转 | 比绝对编码好，但远超训练长度仍会退化，常配合位置插值、NTK/YaRN 等缩放 | Llama、Qwen |
+# | T5 相对偏置 | 相对（分桶的距离） | 每头每桶一个标量（如 $32 \times H$） | 注意力分数，可学习偏置 | 能运行：远处都落进最后一个桶 | T5 |
 # | ALiBi | 相对（距离惩罚） | 0 | 每层的注意力分数，偏置 | 外推表现最稳 | BLOOM |
 #
 # （有资料称“RoPE 具有外推性，可直接处理更长序列”——不加缩放技巧时并不成立，这也是长上下文模型要做 RoPE 缩放的原因。）
@@ -474,7 +502,8 @@ except NotImplementedError:
 # **Q7：RoPE 比正弦编码好在哪？** 相对位置直接体现在注意力分数里，而不是混在相加后的表示中；无参数；
 # 长度外推比绝对编码好，但仍需位置插值 / NTK / YaRN 等缩放才能可靠地远超训练长度。
 #
-# **Q8：ALiBi 是什么？** 在注意力分数上加 $-m_h |i - j|$ 的线性距离惩罚，每头斜率固定，无参数，外推表现好。
+# **Q8：ALiBi 是什么？T5 的相对位置偏置呢？** ALiBi 在注意力分数上加 $-m_h |i - j|$ 的线性距离惩罚，每头斜率固定，无参数，外推表现好；
+# T5 在分数上加的是按相对距离分桶、每头每桶一个的**可学习**标量。两者都不改输入嵌入，也不改 Q、K。
 #
 # **Q9：`PositionalEncoding` 里的表为什么用 `register_buffer`？** 不参与训练，但要随 `state_dict` 保存、随 `.to(device)` 移动。
 #

@@ -92,7 +92,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #
 # $\mathrm{ReLU}(x) = \max(0, x)$；$\mathrm{GELU}(x) = x\,\Phi(x)$，$\Phi$ 是标准正态分布的累积分布函数：
 # 负半轴不是硬截断，而是平滑地趋于 0（在 $x \approx -0.75$ 处有一个小的负值谷）。
-# `F.gelu` 默认用精确的 erf 公式；GPT-2 用的是 tanh 近似 `F.gelu(x, approximate="tanh")`，两者最大相差约 $5 \times 10^{-4}$。
+# `F.gelu` 默认用精确的 erf 公式；GPT-2 用的是 tanh 近似 `F.gelu(x, approximate="tanh")`，两者最大相差约 $4.7 \times 10^{-4}$（在 $x \approx \pm 2.7$ 处，下面实测）。
 # 本课程的 `"gelu"` 指精确版本。今天的大模型（Llama、Qwen）多用 SwiGLU：$\big(\mathrm{SiLU}(x W_1) \odot x W_3\big) W_2$，三个矩阵，
 # 为保持参数量把 $d_{\text{ff}}$ 取为约 $\tfrac{8}{3} d_{\text{model}}$。
 
@@ -187,7 +187,8 @@ print("ffn_matches_reference: 可见测试通过 / visible tests passed")
 # - $\epsilon$（默认 $10^{-5}$）在**根号里面**，防止方差接近 0 时除以 0；
 # - 方差是**有偏**的（除以 $d$，不是 $d - 1$）——和 `nn.LayerNorm` 一致。注意 `torch.var` 默认是无偏的（除以 $d-1$）。
 #
-# 有的讲义写成 $\gamma\,(x - \mu)/\sigma + \beta$，省略了 $\epsilon$：公式上没错，实现时不能省。
+# 有的讲义写成 $\gamma\,(x - \mu)/\sigma + \beta$，省略了 $\epsilon$：公式上没错，实现时不能省——
+# 常数向量（比如一整行相同的 padding 嵌入）的 $\sigma = 0$，不加 $\epsilon$ 就是 $0/0$（下面实测）。
 #
 # **形状追踪**（`x (B, T, d)`）：`mean = x.mean(-1, keepdim=True)` 是 `(B, T, 1)`，`var` 同样 `(B, T, 1)`，
 # `(x - mean) / sqrt(var + eps)` 广播回 `(B, T, d)`，再乘 `weight (d,)`、加 `bias (d,)`（在最后一维广播）。
@@ -215,7 +216,7 @@ plt.show()
 #
 # 自回归生成时一次只来一个 token，BatchNorm 没法在“一个 token 的批”上算出可靠的统计量，LayerNorm 没有这个问题。
 #
-# ### 三个容易写错的细节
+# ### 四个容易写错的细节
 #
 # 下面分别看每个细节能造成多大差别（只演示差别本身，不是完整实现）：
 
@@ -235,10 +236,26 @@ per_token = x3.mean(dim=-1, keepdim=True)                  # (B, T, 1): LayerNor
 per_feature = x3.mean(dim=(0, 1), keepdim=True)            # (1, 1, d): what BatchNorm would use
 print("mean over the last axis:", tuple(per_token.shape), "| over (B, T):", tuple(per_feature.shape))
 
+# %%
+# Constant rows: (x - mean) is exactly 0, so the right output is 0 (then + beta). What does each eps variant give?
+flat = torch.full((8,), 2.0)                               # constant, and 2.0 is exact in float32
+print("row of 2.0: var =", flat.var(unbiased=False).item(),
+      "| no eps:", ((flat - flat.mean()) / flat.var(unbiased=False).sqrt())[:3])
+for fill in (2.0, 0.1):                                    # 0.1 is not exact in float32
+    row = torch.full((8,), fill)                           # (d,)
+    centred, row_var = row - row.mean(), row.var(unbiased=False)
+    outputs = {"no eps": centred / torch.sqrt(row_var), "eps inside": centred / torch.sqrt(row_var + eps),
+               "eps outside": centred / (torch.sqrt(row_var) + eps)}
+    print(f"constant row of {fill}: output ~ 0?", {k: bool(o.abs().max() < 1e-2) for k, o in outputs.items()})
+
 # %% [markdown]
 # - 无偏方差把方差放大 $d/(d-1)$ 倍，$d$ 小时差别明显，$d = 512$ 时约 0.2%——数值上“差不多”，但与 `nn.LayerNorm` 不相等；
-# - 方差很小（或为 0，例如一整行 padding 的常数向量）时，$\epsilon$ 放在根号里外结果差好几倍；
-# - 沿错的轴求均值（比如 `dim=0` 或 `dim=(0, 1)`）形状照样能广播，程序不报错，但做的是 BatchNorm 式的统计，而且结果依赖批次里的其他样本。
+# - 方差很小（但不为 0）时，$\epsilon$ 放在根号里还是外，结果差好几倍（见上面打印的两个数）：$\epsilon$ 相对 $\sigma$ 的比例不同；
+# - 沿错的轴求均值（比如 `dim=0` 或 `dim=(0, 1)`）形状照样能广播，程序不报错，但做的是 BatchNorm 式的统计，而且结果依赖批次里的其他样本；
+# - 常数向量（例如一整行相同的 padding 嵌入）的 $x - \mu = 0$，$\epsilon$ 放在根号里外都得到 0（再加 $\beta$），最多差一点舍入误差。
+#   真正的危险是**完全不加** $\epsilon$：`2.0` 那一行方差恰好是 0，得到 $0/0 =$ NaN；`0.1` 在 float32 里不能精确表示，
+#   求均值时通常会带上一点舍入误差，方差变成一个约 $10^{-17}$ 的“假”非零值，舍入误差于是被放大成 $\pm 1$ 的输出——
+#   本该是 0 的结果变成了噪声（得到 NaN 还是 $\pm 1$ 取决于舍入，两种都错）。接近常数的输入也一样，而且反向传播的梯度按 $1/\sigma$ 放大，大得离谱。
 
 # %% [markdown]
 # ## 5. 练习：`LayerNorm`（5 分）
@@ -315,18 +332,29 @@ plt.show()
 #
 # 下面做一个小实验：24 层随机初始化的残差块（子层是 FFN，LN 不带参数），输入随机向量，损失取输出的一个固定线性读出。
 # 比较两种结构的（1）每层之后隐藏状态的尺度，（2）每层权重的梯度大小，（3）不同深度时最后一层的梯度。
+# 权重用 Xavier 正态初始化（`nn.init.xavier_normal_`，标准差 $\sqrt{2/(\text{fan\_in} + \text{fan\_out})}$），偏置取 0，
+# 全部由 `seed` 决定，所以单独重跑这个单元格，数字也不变。
+#
+# 顺带更正一个常见的叫法：参考材料里有一份代码用 $\mathcal{N}(0,\ 2/d_{\text{model}})$（标准差 $\sqrt{2/d_{\text{model}}}$）初始化
+# $d_{\text{model}} \times d_{\text{model}}$ 的矩阵，却称之为 Xavier 初始化。那其实是 He（Kaiming）初始化：标准差 $\sqrt{2/\text{fan\_in}}$，
+# 为 ReLU 设计。同样大小的矩阵用 Xavier 正态初始化，标准差是 $\sqrt{2/(d + d)} = \sqrt{1/d}$（均匀版的区间是 $\pm\sqrt{6/(2d)}$），方差只有前者的一半。
 
 # %%
 def stack_stats(variant, num_layers, d=64, seed=1):
-    """RMS of the hidden state after each layer and grad norm of each layer's fc2 weight, at initialisation."""
+    """RMS of the hidden state after each layer and grad norm of each layer's fc2 weight, at initialisation.
+
+    Every number depends only on the arguments: the weights are drawn from ``gen`` (seeded by ``seed``),
+    the biases are zero, the input and the readout have their own fixed generators.
+    """
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(8, 16, d, generator=torch.Generator().manual_seed(2))   # (B, T, d)
     readout = torch.randn(d, generator=torch.Generator().manual_seed(3))    # (d,)
     rms, weights = [], []
     for _ in range(num_layers):
         fc1, fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        nn.init.xavier_normal_(fc1.weight, generator=gen)
-        nn.init.xavier_normal_(fc2.weight, generator=gen)
+        for fc in (fc1, fc2):                                               # overwrite nn.Linear's own (global-RNG) init
+            nn.init.xavier_normal_(fc.weight, generator=gen)
+            nn.init.zeros_(fc.bias)
         sublayer = lambda h, fc1=fc1, fc2=fc2: fc2(torch.relu(fc1(h)))     # (B, T, d) -> (B, T, d)
         if variant == "post":
             x = F.layer_norm(x + sublayer(x), (d,))                         # LN(x + F(x))
@@ -345,21 +373,28 @@ act_pre, grad_pre = stack_stats("pre", 24)
 depths = [1, 2, 4, 8, 16, 32, 64]
 last_post = [stack_stats("post", L)[1][-1] for L in depths]
 last_pre = [stack_stats("pre", L)[1][-1] for L in depths]
-print("hidden-state RMS after layer 1 / 24:  Post-LN", f"{act_post[0]:.2f} / {act_post[-1]:.2f}",
-      "| Pre-LN", f"{act_pre[0]:.2f} / {act_pre[-1]:.2f}")
-print("grad norm of layer 1 / 24:            Post-LN", f"{grad_post[0]:.1f} / {grad_post[-1]:.1f}",
-      "| Pre-LN", f"{grad_pre[0]:.1f} / {grad_pre[-1]:.1f}")
-print("last layer's grad norm, L = 1 / 64:   Post-LN", f"{last_post[0]:.1f} / {last_post[-1]:.1f}",
-      "| Pre-LN", f"{last_pre[0]:.1f} / {last_pre[-1]:.1f}")
+
+
+def versus(first, last, digits):
+    """'first -> last (x ratio)' for one printed comparison."""
+    return f"{first:.{digits}f} -> {last:.{digits}f} (x{last / first:.2f})"
+
+
+print("(1) hidden-state RMS, layer 1 -> 24:   Post-LN", versus(act_post[0], act_post[-1], 2),
+      "| Pre-LN", versus(act_pre[0], act_pre[-1], 2))
+print("(2) grad norm, layer 1 -> 24:          Post-LN", versus(grad_post[0], grad_post[-1], 1),
+      "| Pre-LN", versus(grad_pre[0], grad_pre[-1], 1))
+print("(3) last layer's grad norm, L 1 -> 64: Post-LN", versus(last_post[0], last_post[-1], 1),
+      "| Pre-LN", versus(last_pre[0], last_pre[-1], 1))
 plot_norm_stability(act_post, act_pre, grad_post, grad_pre, depths, last_post, last_pre)
 plt.show()
 
 # %% [markdown]
 # 读图：
 #
-# 1. Post-LN 每层之后尺度都被拉回 1；Pre-LN 的残差流随层数单调变大（这里 24 层后约为第 1 层的 2.6 倍），所以需要最后那个 LN。
-# 2. 同一个 24 层的栈里，Post-LN 的梯度越靠近输出越大（最上层约是最底层的 3 倍）；Pre-LN 各层的梯度大小接近。
-# 3. Post-LN 最后一层的梯度不随深度减小（这里还略有增加），Pre-LN 的随深度下降（64 层时约为 1 层时的三分之一）。
+# 1. Post-LN 每层之后尺度都被拉回 1；Pre-LN 的残差流随层数单调变大（第 (1) 行括号里的倍数），所以需要最后那个 LN。
+# 2. 同一个 24 层的栈里，Post-LN 的梯度越靠近输出越大，最上层是最底层的好几倍（第 (2) 行）；Pre-LN 各层的梯度大小接近。
+# 3. 栈越深，Post-LN 最后一层的梯度不但不减小，反而明显**变大**；Pre-LN 的则随深度一路下降（第 (3) 行的两个倍数方向相反）。
 #
 # 这与 Xiong et al. (2020) 的分析一致：Post-LN 在初始化时上层梯度大，直接用大学习率易发散，需要 warm-up；
 # Pre-LN 的梯度分布均匀，可以去掉 warm-up。这只是初始化时的快照（随机权重、没有训练），说明的是趋势，不是训练效果的比较。
@@ -456,14 +491,15 @@ except NotImplementedError:
 # | --- | --- |
 # | LayerNorm 沿错的轴（`dim=0`、`dim=(0, 1)`、`dim=1`） | 不报错；变成 BatchNorm 式统计，结果依赖批次里的其他样本 |
 # | 用了无偏方差（`torch.var` 默认 `unbiased=True`） | 与 `nn.LayerNorm` 差 $d/(d-1)$ 倍的方差，$d$ 小时明显 |
-# | $\epsilon$ 放在根号外：`(x - μ) / (σ + ε)` | 方差小时结果差很多；常数输入时行为不同 |
+# | $\epsilon$ 放在根号外：`(x - μ) / (σ + ε)` | 方差小（但不为 0）时结果差好几倍，与 `nn.LayerNorm` 不等；常数输入两者都给 $\beta$ |
+# | 完全不加 $\epsilon$ | 常数向量（如相同的 padding 行）得 $0/0 =$ NaN；接近常数的 float32 输入把舍入误差放大成 $\pm 1$ 量级的噪声 |
 # | 求均值时忘了 `keepdim=True` | 广播报错，或 `(B, T)` 错配到 `(B, T, d)` 的后两维 |
 # | 忘了 $\gamma, \beta$，或把它们设成不可训练的普通张量 | 默认初始化下看不出错，加载权重 / 训练后就不同 |
 # | 丢了残差：`LN(F(x))` | 深层时梯度难以回传，底层信息丢失 |
 # | 归一化位置错：`x + LN(F(x))`、`LN(x) + F(x)` | 既不是 Post-LN 也不是 Pre-LN |
 # | Pre-LN 的栈最后没有 LN | 输出尺度随层数增长，进入输出层前没有归一化 |
 # | FFN 没降回 `d_model` | 残差相加时形状不匹配 |
-# | FFN 用错激活（tanh 近似的 GELU 当成精确 GELU） | 误差约 $10^{-4}$，与参考实现或预训练权重对不上 |
+# | FFN 用错激活（tanh 近似的 GELU 当成精确 GELU） | 激活值最多差约 $4.7 \times 10^{-4}$，与参考实现或预训练权重对不上 |
 # | 未知激活名默默回退到 ReLU | 配置写错也不会被发现；应抛出 `ValueError` |
 
 # %% [markdown]

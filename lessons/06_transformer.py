@@ -36,6 +36,7 @@
 import math
 import time
 import warnings
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -90,33 +91,40 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # ## 2. 嵌入为什么要乘 $\sqrt{d_{\text{model}}}$
 #
 # 原论文 3.4 节：嵌入层的权重乘以 $\sqrt{d_{\text{model}}}$，然后加正弦位置编码。位置编码每个元素在 $[-1, 1]$ 之间，
-# 均方根（RMS）约 $\sqrt{1/2} \approx 0.71$，与 $d_{\text{model}}$ 无关；嵌入向量有多大，则取决于**初始化**：
+# 每一对 $(\sin, \cos)$ 的平方和是 1，所以均方根（RMS）恰好是 $\sqrt{1/2} \approx 0.71$，与 $d_{\text{model}}$ 无关；
+# 嵌入向量有多大，则完全取决于**初始化**。这个缩放因子是和一种特定的初始化配套的：
 #
-# - 原论文让两个嵌入层和输出投影**共享同一个矩阵**（weight tying）。输出投影这样的线性层按 Xavier 一类的方法初始化，
-#   元素的标准差约 $1/\sqrt{d_{\text{model}}}$ 量级，直接拿来做嵌入太小了，加上位置编码后几乎只剩位置信号；
-#   乘 $\sqrt{d_{\text{model}}}$ 把它放大到与位置编码同一量级。
-# - 反过来，PyTorch 的 `nn.Embedding` 默认按 $\mathcal{N}(0, 1)$ 初始化，元素 RMS 约 1；再乘 $\sqrt{512} \approx 22.6$，
-#   位置编码只剩 3% 的分量，位置信息被淹没。
+# - 原论文的参考代码（tensor2tensor）把嵌入矩阵按均值 0、标准差 $d_{\text{model}}^{-1/2}$ 的正态分布初始化，
+#   即 $\mathcal{N}(0,\ 1/d_{\text{model}})$（第二个参数是方差），并让嵌入与输出投影**共享同一个矩阵**（weight tying）。
+#   乘 $\sqrt{d_{\text{model}}}$ 后元素 RMS 约为 1，与位置编码同一量级，不论 $d_{\text{model}}$ 和词表多大。
+# - PyTorch 的 `nn.Embedding` 默认按 $\mathcal{N}(0, 1)$ 初始化，元素 RMS 约 1；再乘 $\sqrt{512} \approx 22.6$，
+#   位置编码只剩约 3% 的分量，位置信息被淹没。
+# - Xavier 均匀初始化（`nn.init.xavier_uniform_`）作用在 $(V, d)$ 的嵌入矩阵上，标准差是 $\sqrt{2/(V + d)}$——**依赖词表大小** $V$。
+#   $V = 1000,\ d = 512$ 时乘 $\sqrt{d}$ 后 RMS 约 0.82，碰巧与位置编码相当；换成原论文的 $V = 37000$，只有约 0.17，
+#   位置编码反过来占了主导。
 #
-# 所以“乘 $\sqrt{d_{\text{model}}}$”和“嵌入用小方差初始化”是一套组合。本课程的参考实现与 Annotated Transformer 一样，
-# 对所有矩阵用 Xavier 均匀初始化（`nn.init.xavier_uniform_`），再乘 $\sqrt{d_{\text{model}}}$。下面量一量（$V = 1000,\ d = 512$）：
+# 所以“乘 $\sqrt{d_{\text{model}}}$”和“嵌入按 $\mathcal{N}(0, 1/d_{\text{model}})$ 初始化”是一套组合。本课程的参考实现与
+# Annotated Transformer 一样，对所有矩阵用 Xavier 均匀初始化再乘 $\sqrt{d_{\text{model}}}$：第 07 章的词表只有 $V = 13$
+# （$d_{\text{model}} = 64$，乘 $\sqrt{d}$ 后 RMS 约 1.3），同一量级，够用；词表大时就该换成上面那种初始化。下面量一量（$d = 512$）：
 
 # %%
-V_demo, d_demo = 1000, 512
+d_demo = 512
 pe_rms = sinusoidal_positional_encoding(64, d_demo).pow(2).mean().sqrt().item()
-emb_default = nn.Embedding(V_demo, d_demo)                                # N(0, 1)
-emb_xavier = nn.Embedding(V_demo, d_demo)
-nn.init.xavier_uniform_(emb_xavier.weight)                                # U(-a, a), a = sqrt(6 / (V + d))
 print(f"positional encoding RMS: {pe_rms:.3f}")
-for name, emb in (("default N(0, 1)", emb_default), ("Xavier uniform", emb_xavier)):
-    rms = emb.weight.pow(2).mean().sqrt().item()
-    for scaled in (False, True):
-        e = rms * (math.sqrt(d_demo) if scaled else 1.0)
-        print(f"{name:16s} {'x sqrt(d)' if scaled else 'unscaled ':9s} | embedding RMS {e:7.3f} | "
-              f"PE share of the sum {pe_rms / math.hypot(e, pe_rms):.2f}")
+print(f"{'embedding init':30s} | {'unscaled':>8s} | {'x sqrt(d)':>9s} | PE share of the sum (x sqrt(d))")
+for V_demo in (1000, 37000):
+    emb = torch.empty(V_demo, d_demo)                                        # (V, d), like nn.Embedding.weight
+    inits = ((f"default N(0, 1), V = {V_demo}", lambda w: nn.init.normal_(w, 0.0, 1.0)),
+             (f"Xavier uniform, V = {V_demo}", nn.init.xavier_uniform_),  # U(-a, a), a = sqrt(6 / (V + d))
+             (f"N(0, 1/d) (paper), V = {V_demo}", lambda w: nn.init.normal_(w, 0.0, d_demo ** -0.5)))
+    for name, init in inits:
+        rms = init(emb).pow(2).mean().sqrt().item()
+        scaled = rms * math.sqrt(d_demo)
+        print(f"{name:30s} | {rms:8.3f} | {scaled:9.3f} | {pe_rms / math.hypot(scaled, pe_rms):.2f}")
 
 # %% [markdown]
-# Xavier 初始化 + 乘 $\sqrt{d}$ 时，嵌入和位置编码是同一量级（RMS 0.8 对 0.7）；另外两种组合要么位置信号被淹没，要么词的信号被淹没。
+# 对照这张表：$\mathcal{N}(0, 1)$ 乘 $\sqrt{d}$ 后 RMS 约 22.6，位置信号只占 3%；$\mathcal{N}(0, 1/d)$ 乘 $\sqrt{d}$ 后 RMS 约 1，
+# 两种信号平分秋色，且与 $V$ 无关；Xavier 则随 $V$ 变：$V = 1000$ 时 0.82 还算平衡，$V = 37000$ 时 0.17，位置编码占了约 97%。
 # （参考材料之一的模型忘了乘 $\sqrt{d_{\text{model}}}$；另一份乘了，但用的是默认的 $\mathcal{N}(0, 1)$ 嵌入。）
 #
 # 顺带一提 `nn.Embedding(..., padding_idx=pad_id)`：它把 `<pad>` 那一行初始化为 0，并且永远不给它梯度。
@@ -210,7 +218,15 @@ with torch.no_grad():
     torch.manual_seed(13)
     _m5 = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0, pad_id=5).eval()
     assert torch.allclose(_m5(torch.tensor([[6, 7, 5, 5]]), _tgt), _m5(torch.tensor([[6, 7]]), _tgt), atol=1e-5), \
-        "掩码应使用 self.pad_id，而不是写死 0 / masks must use self.pad_id, not a hard-coded 0"
+        "源序列的掩码应使用 self.pad_id，而不是写死 0 / the source mask must use self.pad_id, not a hard-coded 0"
+    # Target side: with trailing padding the causal mask alone already hides <pad>, so use a LEFT-padded
+    # target. Its real positions 2..4 must not depend on the <pad> (id 5) embedding at all.
+    _tgt_left = torch.tensor([[5, 5, 1, 8, 9]])                                     # (1, T_t), pad_id = 5
+    _before = _m5(torch.tensor([[6, 7]]), _tgt_left)[:, 2:]                         # (1, 3, 12)
+    _m5.tgt_embed.weight[5] += 3.0                                                  # change only the <pad> row
+    assert torch.allclose(_m5(torch.tensor([[6, 7]]), _tgt_left)[:, 2:], _before, atol=1e-5), \
+        "目标序列的掩码也应使用 self.pad_id：make_pad_mask(tgt_in, self.pad_id) & 因果掩码 / " \
+        "the target mask must use self.pad_id too: make_pad_mask(tgt_in, self.pad_id) & causal"
 print("Transformer 掩码: 可见测试通过 / visible tests passed")
 
 # %% grade_id="transformer_forward_matches_reference" points=4 check="Transformer:Transformer"
@@ -285,7 +301,7 @@ except NotImplementedError:
 # tgt_out =  y1   y2  y3  ... <eos>
 # ```
 #
-# 一次前向就得到全部 $n + 1$ 个位置的预测，因果掩码保证位置 $i$ 只用到 $y_{<i}$ 与 `<bos>`，损失对所有位置一起算。
+# 一次前向就得到全部 $n + 1$ 个位置的预测，因果掩码保证预测 $y_i$ 的位置只看到 `<bos>`, $y_{<i}$，损失对所有位置一起算。
 # 整个目标序列并行，这是 Transformer 训练比 RNN 快的主要原因。
 #
 # **推理（自回归，autoregressive）**：下一个词要等上一个词生成出来才知道，只能一步一步来：
@@ -294,7 +310,7 @@ except NotImplementedError:
 #
 # **贪心解码**每步取概率最大的词。它的批量版本要处理一个细节：各行在不同的步输出 `<eos>`。正确做法是记录每行是否已结束，
 # 已结束的行之后一律补 `<pad>`，**所有行**都结束时立即停止。参考材料里的写法是 `if (next_token == eos_id).all(): break`——
-# 只有所有行**在同一步**恰好输出 `<eos>` 才会停，而且结束的行还在继续写词。
+# 只有所有行**在同一步**恰好输出 `<eos>` 才会提前停，否则（几乎总是）跑满 `max_new_tokens` 步，而且结束的行还在继续写词。
 #
 # 下面用一个“剧本”代替输出层来看清这一点：`ScriptedHead` 在第 $s$ 步让第 $b$ 行的最大 logit 落在 `script[b][s]` 上，
 # 这样不用训练就能决定每行在哪一步输出 `<eos>`。
@@ -465,26 +481,68 @@ plt.show()
 # %% [markdown]
 # ## 7. 复杂度与显存
 #
-# 记序列长度 $n$。每层的主要开销：
+# 记序列长度 $n$、$d = d_{\text{model}}$。一个编码器层的乘加次数（multiply-add，1 次乘加 = 2 FLOPs）：
 #
-# | 部分 | 计算量 | 说明 |
+# | 部分 | 乘加次数 | 说明 |
 # | --- | --- | --- |
-# | Q、K、V、O 投影 | $O(n d^2)$ | 四个 $d \times d$ 矩阵乘 |
-# | $QK^{\top}$ 与 $AV$ | $O(n^2 d)$ | 所有头合计；头数不改变总量 |
-# | FFN | $O(n\, d\, d_{\text{ff}})$ | $d_{\text{ff}} = 4d$ 时 $O(8 n d^2)$ |
-# | 注意力权重显存 | $O(B H n^2)$ | 反向传播要存下来 |
+# | Q、K、V、O 投影 | $4 n d^2$ | 四个 $d \times d$ 矩阵乘 |
+# | $QK^{\top}$ 与 $AV$ | $2 n^2 d$ | 所有头合计 $H \cdot n^2 d_k \cdot 2$；头数不改变总量 |
+# | FFN | $2 n\, d\, d_{\text{ff}}$ | $d_{\text{ff}} = 4d$ 时 $8 n d^2$ |
+# | 注意力权重显存 | $B H n^2$ 个数 | 反向传播要存下来 |
 #
-# $n$ 小于约 $d$ 的几倍时投影和 FFN 占主导；$n$ 很大时 $n^2$ 项占主导，序列翻倍，注意力的计算和显存都翻四倍。
-# 单个头、单个样本的注意力矩阵（FP16，每个元素 2 字节）：
+# 合计约 $12 n d^2 + 2 n^2 d$。两个分界点（与第 01 章一致）：**注意力子层内部**，$2n^2 d > 4nd^2 \iff n > 2d$；
+# **整个层**（$d_{\text{ff}} = 4d$），$2n^2 d > 12 n d^2 \iff n > 6d$。$d = 512$ 时分别是 $n = 1024$ 和 $n = 3072$：
+# 比这短，投影和 FFN 才是大头；比这长，$n^2$ 项占主导，序列翻倍，注意力的计算和显存都翻四倍。代入数字：
+
+# %%
+def encoder_layer_macs(n, d, d_ff):
+    """Multiply-adds of one encoder layer on n tokens: (Q/K/V/O projections, FFN, QK^T + AV)."""
+    return 4 * n * d * d, 2 * n * d * d_ff, 2 * n * n * d
+
+
+d, d_ff = 512, 2048
+print(f"one head, n = 1024: QK^T = 1024^2 x 64 = {1024 ** 2 * 64 / 1e6:.0f} M multiply-adds")
+print("    n | projections |   FFN   | QK^T + AV |  total  | GFLOPs | share of n^2 term")
+for n in (128, 512, 1024, 2048, 3072, 8192):
+    proj, ffn, attn = encoder_layer_macs(n, d, d_ff)
+    total = proj + ffn + attn
+    print(f"{n:5d} | {proj / 1e9:9.2f} G | {ffn / 1e9:5.2f} G | {attn / 1e9:7.2f} G | {total / 1e9:5.2f} G | "
+          f"{2 * total / 1e9:6.1f} | {attn / total:.2f}")
+n = 1024
+enc = 6 * sum(encoder_layer_macs(n, d, d_ff))
+dec = 6 * (sum(encoder_layer_macs(n, d, d_ff)) + 4 * n * d * d + 2 * n * n * d)   # + cross-attention
+head = n * d * 37000                                                                 # out_proj onto V = 37000
+print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f} G multiply-adds "
+      f"= {2 * (enc + dec + head) / 1e9:.0f} GFLOPs (out_proj alone {head / 1e9:.1f} G)")
+
+# %% [markdown]
+# 表里 $n = 1024$ 一行，注意力分数与投影都是 1.07G；$n = 3072$ 一行，$n^2$ 项正好占一半——正是上面的两个分界点。
+# 有材料估算“$QK^{\top}$ 约 $1024^2 \times 64 \approx 67$M 乘加……总体一次前向约数百 MFLOPs”：67M 只是**一个头**；
+# 8 个头、再加 $AV$，注意力分数部分是 1.07G 乘加，加上投影和 FFN，$n = 1024$ 时**一个编码器层**就约 4.3G 乘加（≈ 8.6 GFLOPs），
+# 整个 base 模型一次前向（源、目标各 1024 个 token）约 84G 乘加、170 GFLOPs——差了两个多数量级。训练一步（前向 + 反向）约是前向的 3 倍。
+#
+# 显存方面，单个头、单个样本的注意力矩阵（FP16，每个元素 2 字节）：
 
 # %%
 for n in (512, 1024, 2048, 4096, 16384):
     print(f"n = {n:5d}: n^2 = {n * n:11,d} elements = {n * n * 2 / 2**20:5.1f} MiB per head (fp16)")
 
 # %% [markdown]
-# $n = 16384$ 时每个头 512 MiB，8 个头 4 GiB，还没算梯度和其他激活；批大小 $B$ 再乘上去。这就是 FlashAttention（分块计算、
-# 不存整张矩阵，显存 $O(n)$，计算量仍是 $O(n^2)$，靠减少显存读写提速，论文报告约 2–4 倍）、稀疏或局部注意力、
-# Linformer / Performer 一类的线性注意力（近似）、梯度检查点（gradient checkpointing，用重算换显存）等方法要解决的问题。
+# $n = 16384$ 时每个头 512 MiB，8 个头 4 GiB，还没算梯度和其他激活；批大小 $B$ 再乘上去。长序列的常见对策：
+#
+# | 方法 | 做法 | 计算量 | 注意力部分的显存 | 精确？ |
+# | --- | --- | --- | --- | --- |
+# | FlashAttention | 分块（tiling）在片上 SRAM 里算 softmax（online softmax），不把 $n \times n$ 矩阵写回显存，反向时重算；IO-aware | $O(n^2 d)$，前向 FLOPs 不变（反向重算略增） | $O(n)$ | 精确 |
+# | 局部 / 滑动窗口注意力（windowed） | 每个查询只看附近 $w$ 个键；远处的信息靠多层逐层传递 | $O(n w d)$ | $O(n w)$ | 近似 |
+# | 稀疏注意力（局部 + 全局，Longformer、BigBird） | 窗口之外再留少数全局 token（如 `[CLS]`），它们看全部、也被全部看 | $O(n (w + g) d)$ | $O(n (w + g))$ | 近似 |
+# | 检索（retrieval） | 先为每个查询检索 $k$ 个相关片段 / 键，只对它们做注意力 | $O(n k d)$ | $O(n k)$ | 近似 |
+# | 线性注意力（Linformer、Performer） | 把 K、V 沿序列投影到固定的 $k$ 维（Linformer）；用随机特征近似 softmax 核，先算 $K^{\top} V$（Performer） | $O(n)$ | $O(n)$ | 近似 |
+# | Reformer | 局部敏感哈希（LSH）把相近的 q、k 分到同一个桶，只在桶内做注意力 | $O(n \log n)$ | $O(n \log n)$ | 近似 |
+# | 梯度检查点（gradient checkpointing） | 前向不存中间激活，反向时重算 | 约多一次前向 | 激活显存大降 | 精确 |
+#
+# 例如 $n = 16384,\ w = 512$：窗口注意力的矩阵有 $n w \approx 8.4$M 个元素，全量是 $n^2 \approx 268$M，小 $n / w = 32$ 倍（约一个半数量级，有材料说“小两个数量级”，说多了）。
+# 注意 Reformer 是 $O(n \log n)$ 而不是 $O(n)$（有材料把 Linformer、Performer、Reformer 统称为 $O(T)$ 变体，不准确）。
+# FlashAttention 是今天训练和推理的默认做法：结果与全量注意力一致，只是不再物化 $n \times n$ 矩阵，论文报告提速约 2–4 倍。
 # 一个不花钱的优化：每个批次只补齐到**批内最长**的序列，而不是一律补到 2048——有效内容只有几百个 token 时，$n^2$ 的浪费是几十倍。
 #
 # **推理**时情况不同：每一步只新增 1 个查询。如果每步都把整个前缀重新过一遍解码器（第 4 节的 `greedy_decode` 就是这样），
@@ -558,11 +616,21 @@ except NotImplementedError:
 #
 # | 架构 | 注意力 | 代表模型 | 典型任务 |
 # | --- | --- | --- | --- |
-# | 仅编码器（encoder-only） | 双向自注意力 | BERT、RoBERTa | 分类、序列标注、抽取式问答 |
+# | 仅编码器（encoder-only） | 双向自注意力 | BERT、RoBERTa；视觉：ViT | 分类、序列标注、抽取式问答；图像分类 |
 # | 仅解码器（decoder-only） | 因果自注意力 | GPT 系列、LLaMA、Qwen | 生成、对话，现代大模型 |
 # | 编码器-解码器 | 编码器双向 + 解码器因果 + 交叉注意力 | 原始 Transformer、T5、BART | 翻译、摘要等条件生成 |
 #
 # 仅解码器模型就是本章的解码器去掉交叉注意力（每层两个子层），输入是“提示 + 已生成部分”拼成的一条序列。
+#
+# **仅编码器怎么做分类？** 把整句编码成 `(B, T, d)` 之后，需要一个句向量 `(B, d)` 再接线性分类头：要么在句首放一个特殊的
+# `[CLS]` token，取它的输出（BERT）；要么对真实 token 做平均池化（mean pooling）——求平均时要用填充掩码排除 `<pad>`。
+# **ViT（Vision Transformer）**把图像当成 token 序列：$224 \times 224$ 的图像切成 $16 \times 16$ 的小块（patch），
+# 得到 $14 \times 14 = 196$ 个 token（每块 $16 \times 16 \times 3 = 768$ 个像素值，经线性层映射到 $d$ 维），再加一个 `[CLS]` 共 197 个，
+# 之后就是标准的编码器。块越小，token 越多，注意力的 $n^2$ 代价越高。
+#
+# **怎么评价？** 翻译用 BLEU（与参考译文的 $n$-gram 重合度，带长度惩罚；原论文 base 模型在 WMT 英德上是 27.3）；
+# 语言模型用困惑度（perplexity）$= \exp(\text{平均交叉熵})$，可以理解为“平均在多少个词之间犹豫”，均匀猜 $V$ 个词时恰好是 $V$；
+# 工程上还要量吞吐（tokens/sec）和显存峰值（如 `torch.cuda.max_memory_allocated()`），比较 $n = 512$ 与 $n = 1024$ 的吞吐就能直接看到 $n^2$ 的代价。
 # **前缀语言模型（prefix LM）**介于两者之间：前缀部分内部双向可见，生成部分因果（UniLM、GLM 属于这类；
 # T5 本身是编码器-解码器，它的论文把 prefix LM 作为对照实验比较过）。
 #
@@ -576,17 +644,123 @@ except NotImplementedError:
 #    它对两种注意力都成立，不能直接拿来证明“双向不如单向”。）
 
 # %% [markdown]
-# ## 10. 易错点清单
+# ## 10. 选做阅读：子词分词（BPE、WordPiece、SentencePiece）
+#
+# 模型只认 token id。第 6 节的“共享 BPE 词表，约 37000 个 token”是怎么来的？按词切，词表太大，没见过的词只能变成 `<unk>`；
+# 按字符切，序列太长（注意力是 $O(n^2)$）。**子词（subword）分词**折中：常见词是一个 token，罕见词拆成几个常见片段。
+#
+# **BPE（Byte Pair Encoding）的训练**：
+#
+# 1. 把语料里的每个词拆成字符（或字节），这些就是初始词表；
+# 2. 统计所有**相邻符号对**出现的次数（按词频加权）；
+# 3. 把出现最多的一对合并成一个新符号，加入词表，记下这条合并规则；
+# 4. 重复 2–3，直到词表达到目标大小（或再没有出现 2 次以上的对）。
+#
+# **编码**一个新词时，先拆成字符，再**按学到的顺序**逐条应用合并规则。下面三十来行纯 Python 就是一个完整的 BPE（不计分）：
+
+# %%
+def count_pairs(words):
+    """words: {tuple of symbols: frequency} -> Counter of adjacent symbol pairs, weighted by frequency."""
+    pairs = Counter()
+    for symbols, freq in words.items():
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] += freq
+    return pairs
+
+
+def merge_pair(symbols, pair, new):
+    """Replace each occurrence of `pair` in the tuple `symbols` by `new`, left to right, no overlaps."""
+    out, i = [], 0
+    while i < len(symbols):
+        if symbols[i:i + 2] == pair:
+            out.append(new)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return tuple(out)
+
+
+def train_bpe(words, num_merges, new_names=None, show=str):
+    """Learn up to num_merges merges, most frequent pair first (ties: the pair seen first); print each round."""
+    merges = []
+    for k in range(num_merges):
+        pairs = count_pairs(words)
+        if not pairs or max(pairs.values()) < 2:
+            break
+        best = max(pairs, key=pairs.get)
+        new = new_names[k] if new_names else best[0] + best[1]
+        words = {merge_pair(symbols, best, new): freq for symbols, freq in words.items()}
+        merges.append((best, new))
+        pair_text = f"{best[0]} + {best[1]}"
+        print(f"merge {k + 1:2d}: {pair_text:15s} -> {new:10s} | " + ", ".join(show(w) for w in words))
+    return merges
+
+
+def bpe_encode(word, merges):
+    """Characters plus the end-of-word marker, then every learned merge in order."""
+    symbols = tuple(word) + ("</w>",)
+    for pair, new in merges:
+        symbols = merge_pair(symbols, pair, new)
+    return symbols
+
+
+train_bpe({tuple("aaabdaaabac"): 1}, 3, new_names="ZYX", show="".join)
+print()
+corpus = {"low": 5, "lower": 2, "newest": 6, "widest": 3}                  # word -> frequency
+words = {tuple(w) + ("</w>",): freq for w, freq in corpus.items()}        # "</w>" marks the end of a word
+merges = train_bpe(words, 10, show=" ".join)
+for w in ("lowest", "newer", "wider"):                                     # words never seen in training
+    print(f"encode {w!r}: {bpe_encode(w, merges)}")
+
+# %% [markdown]
+# 第一个例子是参考材料里的：`aa` 出现最多 → `Z`，得到 `ZabdZabac`；第 2 轮 `Za` 和 `ab` 都出现 2 次，平局。我们的规则取先出现的 `Za`
+# （→ `YbdYbac` → `XdXac`）；另一种常见讲法取 `ab`（→ `ZYdZYac` → `XdXac`）。平局规则只要训练和编码一致即可。
+# 第二个例子（Sennrich 等 2016 的经典语料）里，没见过的 `lowest` 被拆成学过的 `low` + `est</w>`；只要字符都在初始词表里，
+# 最坏也能退回单个字符，不会出现 `<unk>`（字节级 BPE 连这个前提都不需要，见下）。词尾标记 `</w>` 让 `est</w>`（词尾的 est）和词中间的 est 成为不同的 token。
+#
+# 其他几种分词器：
+#
+# - **WordPiece**（BERT）：训练流程同 BPE，但合并的标准不是次数，而是**似然增益**
+#   $\dfrac{\text{count}(ab)}{\text{count}(a)\cdot\text{count}(b)}$：两个符号“总是一起出现”才优先合并。
+#   词中间的片段带 `##` 前缀表示“接在前一个片段后面”，如 `playing` → `play`, `##ing`；编码时从词首开始贪心地取词表里最长的匹配。
+# - **SentencePiece**（T5、LLaMA 1/2）：不需要先按空格切词，把原始文本（包括空格，写成 `▁`）整个当作字符序列，
+#   所以中文、日文这类没有空格的语言也能直接用，解码时原样还原空格。它支持两种算法：BPE，以及 **Unigram 语言模型**
+#   （从一个很大的候选词表出发，反复删掉对语料似然影响最小的 token；编码时用 Viterbi 找概率最大的切分）。T5 用 Unigram，LLaMA 1/2 用 BPE。
+# - **字节级 BPE（byte-level BPE）**（GPT-2 及之后的 GPT 系列）：初始符号是 256 个**字节**而不是字符，任何 UTF-8 文本都能编码，
+#   彻底没有 `<unk>`。GPT-2 的词表是 256 个字节 + 50000 次合并 + 1 个 `<|endoftext|>` = 50257。
+#
+# 同一份语料上，BPE 与 WordPiece 第一步选的对就不同：
+
+# %%
+units = Counter()
+for symbols, freq in words.items():
+    for unit in symbols:
+        units[unit] += freq
+pairs = count_pairs(words)
+wordpiece_best = max(pairs, key=lambda p: pairs[p] / (units[p[0]] * units[p[1]]))   # likelihood gain
+for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece_best)):
+    print(f"{name:9s} first merge: {a} + {b} (count {pairs[a, b]}, count({a}) = {units[a]}, count({b}) = {units[b]}, "
+          f"score {pairs[a, b] / (units[a] * units[b]):.3f})")
+
+# %% [markdown]
+# BPE 选最常见的 `e + s`（9 次）；WordPiece 选 `i + d`：它只出现 3 次，但 `i` 和 `d` 各自也只出现 3 次，每次都在一起。
+#
+# 分词和模型的关系：词表大小 $V$ 决定嵌入矩阵 $V \times d$ 的大小（第 6 节），分词粒度决定序列长度 $n$（注意力的 $n^2$）。
+# 共享源、目标词表（英德这种字母相近的语言对）才能做三者共享的权重共享。
+
+# %% [markdown]
+# ## 11. 易错点清单
 #
 # | 错误 | 现象 |
 # | --- | --- |
-# | 忘了乘 $\sqrt{d_{\text{model}}}$，或用 $\mathcal{N}(0, 1)$ 嵌入又乘了它 | 位置信号或词的信号被淹没，训练慢、学不会顺序 |
+# | 忘了乘 $\sqrt{d_{\text{model}}}$；用 $\mathcal{N}(0, 1)$ 嵌入又乘了它；大词表（$V = 37000$）用 Xavier 初始化嵌入再乘它 | 位置信号或词的信号被淹没，训练慢、学不会顺序 |
 # | 掩码交给调用者传、默认 `None` | 忘传时 `<pad>` 参与注意力，不报错 |
 # | `pad_id` 写死为 0 | 换词表后掩码全错 |
 # | 交叉注意力用了目标的掩码，或每层解码器配对应层编码器的输出 | 形状错或语义错：交叉注意力用源填充掩码和**最后一层**编码器输出 |
 # | `forward` 里做了 softmax，训练又用 `cross_entropy` | 双重 softmax，梯度被压小，学得极慢 |
 # | 贪心解码取 `logits[:, 0]` 而不是 `logits[:, -1]` | 每步都重复预测第一个词 |
-# | `if (next == eos).all(): break` | 各行不在同一步结束时永远停不下来；结束的行继续写词 |
+# | `if (next == eos).all(): break` | 只有所有行恰好在同一步输出 `<eos>` 才提前停，（几乎）总是跑满 `max_new_tokens`；结束的行继续写词 |
 # | 推理前没有 `model.eval()` | dropout 仍然生效，同一输入每次结果不同 |
 # | 在 `greedy_decode` 里偷偷调 `self.eval()`（参考材料就是这样） | 训练中途评估一次后，模型一直停在 eval 模式，dropout 悄悄关掉了 |
 # | `max_len` 小于 `1 + max_new_tokens` 或源序列长度 | 位置编码越界（`PositionalEncoding` 报错） |
@@ -594,14 +768,16 @@ except NotImplementedError:
 # | KV 缓存时对单个新词还加因果掩码 `(t, t)` | 形状对不上 `(1, t)`：新词本来就只看过去 |
 
 # %% [markdown]
-# ## 11. 面试要点（Q&A）
+# ## 12. 面试要点（Q&A）
 #
 # **Q1：用 30 秒讲一下 Transformer 的结构。**
 # 编码器-解码器。编码器 $N$ 层，每层多头自注意力 + FFN；解码器 $N$ 层，每层带因果掩码的自注意力、对编码器输出的交叉注意力、FFN；
 # 每个子层都有残差连接和 LayerNorm（原论文 Post-LN）。输入是词嵌入 × $\sqrt{d_{\text{model}}}$ 加正弦位置编码，输出经线性层得到词表上的 logits。
 #
-# **Q2：为什么嵌入要乘 $\sqrt{d_{\text{model}}}$？** 原论文把嵌入与输出投影共享，权重按小方差初始化；乘 $\sqrt{d}$ 让嵌入与位置编码
-# （元素在 $[-1, 1]$）量级相当，否则位置信号占主导。它和初始化方式是配套的。
+# **Q2：为什么嵌入要乘 $\sqrt{d_{\text{model}}}$？** 它和嵌入的初始化配套：原论文的代码按标准差 $d^{-1/2}$ 初始化嵌入（并与输出投影共享），
+# 乘 $\sqrt{d}$ 后元素 RMS 约 1，与位置编码（RMS 约 0.71）同一量级，两种信号都不被淹没。换了初始化，这个因子就不一定合适：
+# 默认 $\mathcal{N}(0, 1)$ 嵌入乘 $\sqrt{512}$ 后 RMS 约 22.6，位置信号被淹没；Xavier 初始化的标准差 $\sqrt{2/(V + d)}$ 随词表变化，
+# $V = 1000$ 时碰巧合适，$V = 37000$ 时乘完只有约 0.17，位置信号反而占主导。
 #
 # **Q3：base 模型有多少参数？** 约 65M（论文）。按公式：12 个层共 44.1M（编码器层 3.15M × 6，解码器层 4.20M × 6），
 # 共享的 37000 × 512 嵌入矩阵 18.9M，合计约 63.1M；不共享则约 101M。
@@ -621,13 +797,26 @@ except NotImplementedError:
 # 每步开销从与前缀长度成正比（重算全部位置）降到基本常数（注意力部分线性）。代价是显存：每层每个词 $2d$ 个数，随序列长度线性增长。
 # 交叉注意力的 K、V 来自编码器输出，整个解码只算一次。
 #
-# **Q8：注意力的复杂度？瓶颈在哪？** 时间 $O(n^2 d)$，显存 $O(B H n^2)$；投影和 FFN 是 $O(n d^2)$。
-# 长序列时 $n^2$ 是瓶颈：FlashAttention 省显存（不省计算量）、稀疏/局部/线性注意力省计算量但有近似。
+# **Q8：注意力的复杂度？瓶颈在哪？** 一层约 $12 n d^2 + 2 n^2 d$ 次乘加（$d_{\text{ff}} = 4d$），注意力权重显存 $O(B H n^2)$。
+# 注意力子层内 $n > 2d$、整个层 $n > 6d$ 时 $n^2$ 项才占主导；$n = 1024,\ d = 512$ 时一层约 4.3G 乘加（8.6 GFLOPs）。
+# 长序列的对策：FlashAttention（精确，分块、不物化 $n \times n$ 矩阵，显存 $O(n)$，计算量不变）、窗口/稀疏注意力 $O(nw)$、
+# 检索 $O(nk)$、Linformer/Performer $O(n)$、Reformer $O(n \log n)$（后几种都是近似）、梯度检查点（重算换显存）。
 #
 # **Q9：为什么大模型多用仅解码器架构？** 目标简单、任意文本可训练；工程简单、KV 缓存好用；规模化后的少样本能力强；
 # 还有“因果注意力矩阵满秩”之类的理论解释，但那只是一种说法。
 #
 # **Q10：Transformer 为什么能取代 RNN？** 训练时整句并行（RNN 必须按时间步串行）；任意两个位置之间的路径长度是 $O(1)$
 # （RNN 是 $O(n)$），长距离依赖更容易学；代价是 $O(n^2)$ 的注意力和需要显式的位置编码。
+#
+# **Q11：BPE 算法的基本流程？** 训练：把词拆成字符（或字节）作为初始词表；统计相邻符号对的频次；把最频繁的一对合并成新符号、
+# 记下这条规则；重复直到词表达到目标大小。编码：把新词拆成字符，按学到的顺序逐条应用合并规则。
+# 好处：词表大小可控，序列长度适中，没见过的词拆成已知子词，不会出现 `<unk>`。
+#
+# **Q12：BPE、WordPiece、SentencePiece、字节级 BPE 有什么区别？** WordPiece（BERT）按似然增益
+# $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$ 选合并，词中片段带 `##`，编码用最长匹配；
+# SentencePiece（T5、LLaMA 1/2）把含空格（`▁`）的原始文本直接当序列，不需要预分词，算法可选 BPE 或 Unigram 语言模型；
+# 字节级 BPE（GPT-2）以 256 个字节为初始符号，任何文本都能编码。
+#
+# **Q13：困惑度是什么？** $\exp(\text{平均交叉熵})$，相当于模型平均在多少个 token 之间犹豫；均匀乱猜时等于词表大小 $V$，完美预测时是 1。
 #
 # 下一章：用这个 `Transformer` 训练一个真正能学会的复制任务（copy task），并看训练好的交叉注意力如何沿对角线对齐。

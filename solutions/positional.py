@@ -116,8 +116,10 @@ def apply_rope(x, positions=None, base=10000.0):
     ``x (..., T, d)`` with even ``d`` (e.g. ``(B, H, T, d_k)``); ``positions`` optional, integer
     or float, broadcastable to ``(..., T)`` (default ``arange(T)``). Returns a tensor of the
     shape of ``x``. Pairing: adjacent features ``(2i, 2i+1)`` form pair ``i`` (the "interleaved"
-    layout of the RoFormer paper, not the "half-split" ``(i, i + d/2)`` layout of GPT-NeoX /
-    Llama code), rotated by the angle ``positions * theta_i`` (``theta`` from ``rope_frequencies``):
+    layout of the RoFormer paper and Meta's original LLaMA code; not the "half-split"
+    ``(i, i + d/2)`` ``rotate_half`` layout of GPT-NeoX and Hugging Face's Llama, whose checkpoint
+    conversion permutes the rows of W_q / W_k), rotated by the angle ``positions * theta_i``
+    (``theta`` from ``rope_frequencies``):
 
         out[..., 2i]   = x[..., 2i] * cos - x[..., 2i+1] * sin
         out[..., 2i+1] = x[..., 2i] * sin + x[..., 2i+1] * cos

@@ -2,8 +2,10 @@
 
 One rebuild with ``--no-execute`` into a temporary copy (the working tree is never touched);
 then source/, release/ and notebooks/ are compared byte for byte, and the answer keys' cells
-with the fresh source notebooks (their outputs are checked by tests/test_nbval.py).
+with the solved self-study notebooks the lessons make (their outputs are checked by
+tests/test_nbval.py; here, that they show no failed check).
 """
+import re
 import subprocess
 import sys
 
@@ -48,16 +50,37 @@ def test_committed_editions_match_a_fresh_build(fresh):
 
 
 @pytest.mark.parametrize("name", LESSONS)
-def test_answer_key_cells_match_the_source_notebook(fresh, name):
+def test_answer_key_cells_match_the_lesson(name):
+    """The answer key is the self-study notebook with the solutions in place, executed."""
     key_path = ROOT / "solutions" / "answer_keys" / f"{name}.ipynb"
     assert key_path.exists(), f"{key_path.relative_to(ROOT)} missing -- run `make build`"
-    key, source = read_nb(key_path), read_nb(fresh / "source" / name / f"{name}.ipynb")
-    assert [c.cell_type for c in key.cells] == [c.cell_type for c in source.cells]
-    for k, s in zip(key.cells, source.cells):
+    key, fresh_key = read_nb(key_path), build.answer_key_notebook(name)
+    assert [c.cell_type for c in key.cells] == [c.cell_type for c in fresh_key.cells]
+    for k, s in zip(key.cells, fresh_key.cells):
         assert k.source == s.source, f"{name}: answer key cell {s.get('id')} is stale -- run `make build`"
         assert k.metadata == s.metadata, f"{name}: answer key cell {s.get('id')} metadata differs"
     code_outputs = [o for c in key.cells if c.cell_type == "code" for o in c.outputs]
     assert code_outputs, f"{name}: the answer key has no outputs; was it built with --no-execute?"
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_solved_selfstudy_notebook_shows_only_green_checks(name):
+    """Solved, every check a learner runs says ✅ (tests/test_nbval.py proves it still does)."""
+    key = read_nb(ROOT / "solutions" / "answer_keys" / f"{name}.ipynb")
+    exercises = {n.strip() for c in build.read_lesson(name) if "exercise" in c.metadata
+                 for n in str(c.metadata["exercise"]).split(",")}
+    checked = 0
+    for cell in key.cells:
+        if cell.cell_type != "code":
+            continue
+        errors = [o.get("ename") for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"{name}: cell {cell.id} raised {errors} in the solved notebook"
+        call = re.match(r"_ = report\('(\w+)', (\w+)\)", cell.source)
+        if call and call.group(2) in exercises:  # (00 also checks a wrong softmax on purpose)
+            text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            assert text.startswith("✅") and "❌" not in text, f"{name}: check cell {cell.id} is not green:\n{text}"
+            checked += 1
+    assert checked or not exercises, f"{name}: no check cell found for the exercises {sorted(exercises)}"
 
 
 def test_no_answer_key_without_a_lesson():

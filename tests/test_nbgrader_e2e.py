@@ -174,6 +174,16 @@ def test_untouched_release_gets_zero(graded):
     assert len(graded["cells"]["untouched"]) == len(graded["cells"]["perfect"])
 
 
+def test_untouched_release_runs_past_every_stub(graded):
+    """A learner who has not started gets errors only where they must write code or where a test
+    calls it: every read-only text/demo cell runs (earlier chapters' pieces are provided)."""
+    path = graded["root"] / "autograded" / "untouched" / graded["name"] / f"{graded['name']}.ipynb"
+    crashed = [c.metadata["nbgrader"]["grade_id"] for c in read_nb(path).cells
+               if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)
+               and not (nbgrader_meta(c).get("solution") or nbgrader_meta(c).get("grade"))]
+    assert not crashed, f"{graded['name']}: read-only cells fail before the exercises are done: {crashed}"
+
+
 def test_one_wrong_component_loses_exactly_its_points(graded):
     assert graded["name"] in WRONG, f"add a wrong-component case for {graded['name']} to WRONG"
     component, _, expected = WRONG[graded["name"]]

@@ -4,7 +4,8 @@
       -> source/NN_topic/NN_topic.ipynb      (nbgrader instructor notebook)
       -> release/NN_topic/                   (``nbgrader generate_assignment NN_topic --no-db --force``)
       -> notebooks/NN_topic.ipynb            (self-study edition: stubs + visible checks)
-      -> solutions/answer_keys/NN_topic.ipynb (source notebook executed, outputs sanitised)
+      -> solutions/answer_keys/NN_topic.ipynb (self-study notebook with the solutions in place,
+                                                executed, outputs sanitised)
 
 Usage (from anywhere; paths are resolved from the repository root):
 
@@ -217,18 +218,29 @@ def build_notebook(name, edition):
     return nb
 
 
-def to_selfstudy(nb):
-    """Clear solution regions exactly as nbgrader does; lock what nbgrader locks; drop nbgrader metadata."""
-    config = load_nbgrader_config()
-    resources = {}
-    nb, resources = ClearSolutions(config=config).preprocess(nb, resources)
-    nb, resources = ClearOutput(config=config).preprocess(nb, resources)
+def lock_for_jupyterlab(nb):
+    """Lock what nbgrader locks (``editable/deletable: false``) and drop the nbgrader metadata."""
     for cell in nb.cells:
         nbg = cell.metadata.pop("nbgrader")
         if nbg["locked"]:
             cell.metadata["deletable"] = False
             cell.metadata["editable"] = False
     return nb
+
+
+def to_selfstudy(nb):
+    """Clear solution regions exactly as nbgrader does, then lock as in JupyterLab."""
+    config = load_nbgrader_config()
+    resources = {}
+    nb, resources = ClearSolutions(config=config).preprocess(nb, resources)
+    nb, resources = ClearOutput(config=config).preprocess(nb, resources)
+    return lock_for_jupyterlab(nb)
+
+
+def answer_key_notebook(name):
+    """The self-study notebook with the reference solutions in place (not executed): what a
+    learner's notebook shows once every exercise is solved."""
+    return lock_for_jupyterlab(build_notebook(name, "selfstudy"))
 
 
 def write_notebook(nb, path):
@@ -297,7 +309,7 @@ def sanitize_outputs(executed, source):
 
 
 def execute_answer_key(name, nb):
-    """Run the source notebook in solutions/answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
+    """Run the answer key in solutions/answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
     ANSWER_KEYS.mkdir(parents=True, exist_ok=True)
     executed = copy.deepcopy(nb)
     saved = {k: os.environ.pop(k) for k in ("MPLBACKEND", "NBGRADER_EXECUTION") if k in os.environ}
@@ -325,11 +337,10 @@ def remove_stale(names):
 
 
 def build_editions(name):
-    """source/ and notebooks/ for one lesson; returns the source notebook."""
-    source_nb = build_notebook(name, "source")
-    write_notebook(source_nb, SOURCE / name / f"{name}.ipynb")
+    """source/ and notebooks/ for one lesson; returns the answer key to execute."""
+    write_notebook(build_notebook(name, "source"), SOURCE / name / f"{name}.ipynb")
     write_notebook(to_selfstudy(build_notebook(name, "selfstudy")), NOTEBOOKS / f"{name}.ipynb")
-    return source_nb
+    return answer_key_notebook(name)
 
 
 def main(argv=None):
@@ -345,14 +356,14 @@ def main(argv=None):
     start = time.perf_counter()
     if not args.only:
         remove_stale(available)
-    sources, broken = {}, []
+    keys, broken = {}, []
     for name in names:
         try:
-            sources[name] = build_editions(name)
+            keys[name] = build_editions(name)
         except LessonError as exc:  # build the other lessons, fail at the end
             broken.append(name)
             print(f"lesson error: {exc}", file=sys.stderr, flush=True)
-    names = [n for n in names if n in sources]
+    names = [n for n in names if n in keys]
     generate_release(names, everything=not args.only and not broken)
     print(f"built source/, release/, notebooks/ for {', '.join(names)} in {time.perf_counter() - start:.1f} s",
           flush=True)
@@ -363,7 +374,7 @@ def main(argv=None):
     failed = []
     for name in names:
         try:
-            answer_key, seconds = execute_answer_key(name, sources[name])
+            answer_key, seconds = execute_answer_key(name, keys[name])
         except CellExecutionError as exc:
             failed.append(name)
             print(f"FAILED to execute {name} (its answer key is left as it was):\n{exc}", file=sys.stderr, flush=True)

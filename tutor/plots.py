@@ -3,13 +3,14 @@
 Each helper draws on a new figure (or the given ``ax``) and returns the matplotlib Figure.
 """
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
+# Figure text stays in English: matplotlib's default font has no CJK glyphs.
 
 
 # --- chapters 01-02: masks, attention heatmaps, the sqrt(d_k) experiment ---------------------
-# Figure text stays in English: matplotlib's default font has no CJK glyphs.
-import numpy as np  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 
 _MASK_CMAP = ListedColormap(["#404040", "#9fd89f"])  # 0 = blocked (dark), 1 = may attend (green)
 
@@ -274,7 +275,7 @@ def plot_permutation_demo(tokens, perm, attn, attn_perm, err_no_pe, err_pe,
     x = np.arange(len(tokens))
     width = 0.38
     axes[2].bar(x - width / 2, np.asarray(err_no_pe, dtype=float), width, label="no PE")
-    axes[2].bar(x + width / 2, np.asarray(err_pe, dtype=float), width, label="with sinusoidal PE")
+    axes[2].bar(x + width / 2, np.asarray(err_pe, dtype=float), width, label="with a position vector added")
     axes[2].set_xticks(x)
     axes[2].set_xticklabels(tokens, rotation=45, ha="right")
     axes[2].set_xlabel("token")
@@ -545,4 +546,6 @@ def plot_training_curves(losses, evals=(), target=None, title="Copy task: traini
             ax2.axhline(target, color="tab:orange", ls="--", lw=0.8)
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("exact match", color="tab:orange")
+        lines = ax.get_lines() + ax2.get_lines()[:1]
+        ax.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=8)
     return fig
