@@ -116,3 +116,15 @@ def test_bad_lesson_metadata_gives_a_clear_error(tmp_path, monkeypatch):
     lesson.write_text('# %%\nimport math\n\n# %% exercise="no_such_thing"\n', encoding="utf-8")
     with pytest.raises(build.LessonError, match="no object named"):
         build.build_notebook("98_broken", "source")
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_stated_total_matches_the_points(name):
+    """The chapter says how many points it has ("本章共 N 分"); it must be what nbgrader counts."""
+    nb = read_nb(ROOT / "source" / name / f"{name}.ipynb")
+    points = sum(nbgrader_meta(c)["points"] for c in nb.cells if nbgrader_meta(c).get("grade"))
+    stated = re.findall(r"本章共 ?\**(\d+) ?分", "".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    if points:
+        assert stated == [str(points)], f"{name}: the text says {stated} points, the graded cells add up to {points}"
+    else:
+        assert not stated, f"{name}: the text promises points, but no cell is graded"

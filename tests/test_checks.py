@@ -269,6 +269,16 @@ def test_report_never_raises(capsys):
     assert "❌ no_such_check" in out
 
 
+def test_report_without_the_reference_package(capsys, monkeypatch):
+    """A JupyterHub student image may ship tutor without solutions: self-checks say so, calmly."""
+    for name in [m for m in sys.modules if m == "solutions" or m.startswith("solutions.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "solutions", None)  # `import solutions` now raises ModuleNotFoundError
+    assert report("RMSNorm", REFERENCE["RMSNorm"]) is None
+    out = capsys.readouterr().out
+    assert out.startswith("⚠️ RMSNorm:") and "solutions" in out and "grading is not affected" in out
+
+
 def test_report_says_not_implemented(capsys):
     def softmax(x, axis=-1):
         raise NotImplementedError()

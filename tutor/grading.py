@@ -16,6 +16,9 @@ import warnings
 from . import checks, integrity
 
 NOT_IMPLEMENTED_LINE = "❌ {name}: 尚未实现 / not implemented yet"
+NO_REFERENCE_LINE = ("⚠️ {name}: 这个环境没有安装参考实现 solutions，自查无法运行（不影响评分）/ "
+                     "the reference package solutions is not installed here, so this self-check cannot run "
+                     "(grading is not affected)")
 
 
 def _quiet_check(name, obj):
@@ -39,8 +42,11 @@ def report(name, obj):
     """Self-study check: print ✅ or ❌ with the message and the diagnosis; returns the ``CheckResult``."""
     try:
         result = _quiet_check(name, obj)
-    except Exception as exc:  # an unknown name or an internal error: say so, never crash the notebook
-        print(f"❌ {name}: 检查无法运行 / the check could not run: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # never crash the notebook
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "solutions":  # a student image without it
+            print(NO_REFERENCE_LINE.format(name=name))
+        else:  # an unknown name or an internal error: say so
+            print(f"❌ {name}: 检查无法运行 / the check could not run: {type(exc).__name__}: {exc}")
         return None
     if result.passed:
         print(f"✅ {result.message}")
