@@ -362,10 +362,37 @@ plt.show()
 
 # %% [markdown]
 # 注意填充掩码遮挡的是**列**（键），不是行（查询）：`<pad>` 位置作为查询仍然会算出一个输出，后面计算损失时忽略它即可。
-# 若把 `<pad>` 查询所在的**行**也整行遮住，这些行就变成“全被遮挡”的行——下面看看这种行会发生什么。
 #
+# ### 手算：因果掩码怎样改变每一行
+#
+# 取一个 3×3 的分数矩阵（直接当作已经缩放好的分数 $S$），加上因果掩码（下三角为 True = 可以看），即把 $j > i$ 的分数换成 $-\infty$：
+#
+# $$
+# S = \begin{pmatrix} 1 & 2 & 3 \\ 1 & 1 & 1 \\ 2 & 0 & 1 \end{pmatrix}
+# \quad\longrightarrow\quad
+# S' = \begin{pmatrix} 1 & -\infty & -\infty \\ 1 & 1 & -\infty \\ 2 & 0 & 1 \end{pmatrix}.
+# $$
+#
+# - 第 1 行只剩一个可见的键：$\mathrm{softmax}(1) = 1$，权重 $(1,\ 0,\ 0)$——不管被遮挡的分数 2、3 有多大；
+# - 第 2 行两个可见的分数相等：$(0.5,\ 0.5,\ 0)$；
+# - 第 3 行什么都没被遮挡：$e^2 \approx 7.389,\ e^0 = 1,\ e^1 \approx 2.718$，分母 $\approx 11.107$，
+#   权重 $\approx (0.665,\ 0.090,\ 0.245)$。
+#
+# 对照一下不加掩码的第 1 行：$\mathrm{softmax}(1, 2, 3) \approx (0.090,\ 0.245,\ 0.665)$，三分之二的权重落在“未来”的第 3 个键上。
+# 掩码在 softmax **之前**生效，剩下的可见键重新归一化，每行仍然和为 1。下面用 PyTorch 直接算一遍（不依赖你的练习）：
+
+# %%
+S_causal = torch.tensor([[1.0, 2.0, 3.0],
+                         [1.0, 1.0, 1.0],
+                         [2.0, 0.0, 1.0]])                     # (T_q, T_k): scores, taken as already scaled
+allowed = torch.tril(torch.ones(3, 3, dtype=torch.bool))       # (T_q, T_k): True = may attend, lower triangle
+print("no mask ->\n", torch.softmax(S_causal, dim=-1))
+print("causal  ->\n", torch.softmax(S_causal.masked_fill(~allowed, float("-inf")), dim=-1))
+
+# %% [markdown]
 # ### 全被遮挡的行：NaN 从哪里来
 #
+# 若把 `<pad>` 查询所在的**行**也整行遮住（而不是只遮挡 `<pad>` 列），这些行就变成“全被遮挡”的行。
 # 很多教程用 `masked_fill(~mask, float("-inf"))`，然后直接 softmax。只要一行里还有一个可见的键，这没问题；可一旦整行都是 $-\infty$，
 # softmax 要算 $e^{-\infty - (-\infty)}$，即 `exp(nan)`，结果整行 NaN；不加处理的话，NaN 会在反向传播里扩散到所有参数。
 # 换成 `-1e9` 不再有 NaN，但整行变成均匀分布——这个查询会平均地从所有（包括 padding 的）位置取信息，同样不对。

@@ -147,6 +147,44 @@ print("forgot the transpose (view straight from (B, H, T, d_k)) gives x back:",
 # - **忘了转置回来**就直接 `view(B, T, d_model)` 不会报错，但把不同 token 的头拼到了一起——又一个“形状对、内容错”的 bug。
 
 # %% [markdown]
+# ### 选读：NumPy 版多头注意力（不计分）
+#
+# 面试里也常被要求用 NumPy 写 MHA。分头、合头的思路完全相同，只是 API 不同：
+#
+# - NumPy 没有 `view`，用 `reshape`；数组不连续时它**默默复制**，不会像 `view` 那样报错；
+# - `np.transpose` / `arr.transpose(0, 2, 1, 3)` 要给出**所有轴**的新顺序（相当于 PyTorch 的 `permute`），
+#   而 PyTorch 的 `transpose(1, 2)` 只交换两个轴；NumPy 里与它对应的是 `np.swapaxes(arr, 1, 2)`。
+#
+# 下面的函数从每个数组**自己的**形状读出长度（查询是 `T_q`，键和值是 `T_k`），所以交叉注意力里也不会犯第 4 节说的“K、V 用查询长度”的错。
+
+# %%
+def split_heads_np(x, num_heads):
+    """(B, T, d_model) -> (B, H, T, d_k); T is read from x itself (T_q for queries, T_k for keys/values)."""
+    b, t, d = x.shape
+    return x.reshape(b, t, num_heads, d // num_heads).transpose(0, 2, 1, 3)  # (B, T, H, d_k) -> (B, H, T, d_k)
+
+
+def merge_heads_np(heads):
+    """(B, H, T, d_k) -> (B, T, d_model): the exact inverse of split_heads_np."""
+    b, h, t, d_k_ = heads.shape
+    return heads.transpose(0, 2, 1, 3).reshape(b, t, h * d_k_)  # (B, T, H, d_k) -> (B, T, d_model)
+
+
+rng = np.random.default_rng(0)
+xq_np = rng.normal(size=(2, 5, 8))                         # (B, T_q, d_model)
+xkv_np = rng.normal(size=(2, 7, 8))                        # (B, T_k, d_model): a different length
+q_np, k_np = split_heads_np(xq_np, 2), split_heads_np(xkv_np, 2)
+print("q:", q_np.shape, "| k:", k_np.shape)                # (2, 2, 5, 4) | (2, 2, 7, 4)
+assert np.array_equal(merge_heads_np(q_np), xq_np), "合头应还原输入 / merging must give the input back"
+assert np.array_equal(q_np[:, 0], xq_np[..., :4]), "头 0 是前 d_k 维 / head 0 is the first d_k features"
+via_swapaxes = np.swapaxes(xq_np.reshape(2, 5, 2, 4), 1, 2)  # (B, T_q, H, d_k) -> (B, H, T_q, d_k)
+assert np.array_equal(q_np, via_swapaxes), "swapaxes(1, 2) 应得到同样的结果 / swapaxes(1, 2) must agree"
+out_np = np.ascontiguousarray(q_np)                         # like attention's output: laid out as (B, H, T_q, d_k)
+swapped_np = out_np.transpose(0, 2, 1, 3)                   # (B, T_q, H, d_k), strides changed, no copy
+print("round trip OK | transposed C-contiguous:", swapped_np.flags["C_CONTIGUOUS"],
+      "| reshape still works (it copies):", swapped_np.reshape(2, 5, 8).shape)  # (B, T_q, d_model)
+
+# %% [markdown]
 # ## 4. 形状追踪
 #
 # 以原论文 base 配置 $d_{\text{model}} = 512,\ H = 8$（$d_k = 64$）、$B = 2$ 为例；交叉注意力里目标长度 64、源长度 128：

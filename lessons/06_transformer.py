@@ -597,7 +597,7 @@ try:
         cached_s.append(best_cached)
         print(f"{n} new tokens: plain {1e3 * plain_s[-1]:.1f} ms, cached {1e3 * cached_s[-1]:.1f} ms")
     print("identical tokens at every length: True")
-    print("KV cache faster at 64 new tokens:", cached_s[-1] < plain_s[-1])
+    print(f"speed-up at {lengths[-1]} new tokens: {plain_s[-1] / cached_s[-1]:.1f}x")
     plot_decode_timing(lengths, plain_s, cached_s,
                        title="Greedy decoding on one untrained model (d_model=128, N=2, B=4): plain vs KV cache")
     plt.show()
@@ -818,5 +818,31 @@ for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece
 # 字节级 BPE（GPT-2）以 256 个字节为初始符号，任何文本都能编码。
 #
 # **Q13：困惑度是什么？** $\exp(\text{平均交叉熵})$，相当于模型平均在多少个 token 之间犹豫；均匀乱猜时等于词表大小 $V$，完美预测时是 1。
+#
+# ### 怎么讲：30 秒 / 1 分钟版本
+#
+# 手写完一个 Transformer，面试官常说“讲讲你的实现”。顺序比细节重要：**先结构，再形状，再掩码，最后易错点**。
+#
+# - **30 秒**：只讲结构，也就是 Q1 的回答——编码器、解码器各有哪几个子层，残差 + LayerNorm，嵌入 × $\sqrt{d_{\text{model}}}$ 加位置编码，输出 logits。
+# - **1 分钟**：在 30 秒版本之后再补三句。
+#   1. *形状*：`(B, T)` → 嵌入 `(B, T, d)` → 分头 `(B, H, T, d_k)` → 权重 `(B, H, T_q, T_k)` → 合头 `(B, T, d)` → logits `(B, T, V)`；
+#      编码器层、解码器层都不改变形状。
+#   2. *掩码*：约定 True = 可以看；编码器自注意力和交叉注意力用源的填充掩码 `(B, 1, 1, T_s)`，只遮挡键；
+#      解码器自注意力用目标填充掩码 & 因果掩码，得到 `(B, 1, T_t, T_t)`；掩码在模型内部由 `pad_id` 构造。
+#   3. *易错点*（挑两三个）：softmax 做在键的维度上、除以 $\sqrt{d_k}$；合头先 `transpose` 再 `contiguous().view`；
+#      整行被遮挡时输出 0 而不是 NaN；训练时解码器输入右移一位，推理时取 `logits[:, -1]`。
+#
+# KV 缓存、复杂度、Pre-LN 这些留给面试官追问时再展开（Q7、Q8 和第 04 章）。
+#
+# ### 消融实验与注意力可视化
+#
+# 消融实验（ablation）一次只改一个设计、其余不变，看指标怎么变，用来说明这个设计确实有用。原论文表 3 就是一组消融：
+# 单头注意力比最好的设置低 0.9 BLEU，头太多也会变差；把正弦位置编码换成学习的位置嵌入，结果几乎相同；
+# 更大的模型（$d_{\text{model}}$、$d_{\text{ff}}$ 更大）更好，也更贵。本课程里有几个能在 CPU 上跑的相关小实验：
+# 第 01 章的 $\sqrt{d_k}$ 实验（不缩放时 softmax 饱和、梯度变小），第 03 章去掉位置编码后自注意力对 token 顺序置换等变，
+# 第 04 章 Post-LN 与 Pre-LN 的激活和梯度尺度对比。
+# 看注意力权重（例如每个查询权重最大的 top-k 个键，`torch.topk(attn, k, dim=-1)`）可以检查模型有没有学到预期的对齐
+# （第 07 章的交叉注意力就是一条对角线），但权重不等于解释：Jain & Wallace（2019，*Attention is not Explanation*）发现，
+# 注意力权重常与基于梯度的特征重要性不一致，换一组差别很大的权重，预测也可能几乎不变。
 #
 # 下一章：用这个 `Transformer` 训练一个真正能学会的复制任务（copy task），并看训练好的交叉注意力如何沿对角线对齐。

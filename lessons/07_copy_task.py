@@ -331,8 +331,8 @@ try:
     history = train_copy_model(model, vocab_size=VOCAB_SIZE, min_len=MIN_LEN, max_len=MAX_LEN,
                                eval_src=eval_src, eval_tgt=eval_tgt, batch_size=128, max_steps=MAX_STEPS,
                                lr_factor=1.0, warmup=100, eval_every=25, seed=0)
-    print(f"reached 99.9 %: {history['reached']} after {history['steps']} steps; "
-          f"greedy exact match on 1,000 held-out = {history['exact_match']:.3f}")
+    print(f"reached 99.9 %: {history['reached']} after ~{history['steps']} steps; "
+          f"greedy exact match on 1,000 held-out: ~{history['exact_match']:.3f}")
     print(f"training took {history['seconds']:.1f} s")
 except NotImplementedError:
     model, history = None, None
@@ -354,9 +354,9 @@ if history is not None:
     plot_training_curves(history["loss"], history["evals"], target=0.999)
     plt.show()
     _last = history["loss"][-25:]                                            # the last 25 training steps
-    print(f"loss: step 1 {history['loss'][0]:.3f}, mean of the last 25 steps {sum(_last) / len(_last):.1e}")
+    print(f"loss: step 1 {history['loss'][0]:.3f}, mean of the last 25 steps ~{sum(_last) / len(_last):.1e}")
     print(f"perplexity = exp(loss): step 1 {math.exp(history['loss'][0]):.2f}, "
-          f"last 25 steps {math.exp(sum(_last) / len(_last)):.3f} (uniform guessing over V = 13 tokens: 13)")
+          f"last 25 steps ~{math.exp(sum(_last) / len(_last)):.3f} (uniform guessing over V = 13 tokens: 13)")
 else:
     print(FINISH_FIRST)
 
@@ -425,7 +425,7 @@ if model is not None:
     plot_heads(_w[:, :8], x_labels=_keys, y_labels=_queries, title="Cross-attention per head")
     plt.show()
     _diag = _w.mean(0)[torch.arange(8), torch.arange(8)]                   # weight on the aligned source token
-    print("mean weight on the diagonal (query t -> source t):", round(_diag.mean().item(), 3))
+    print(f"mean weight on the diagonal (query t -> source t): ~{_diag.mean().item():.3f}")
 else:
     print(FINISH_FIRST)
 
@@ -450,7 +450,7 @@ if eval_src is not None:
         _loss.backward()
         _opt.step()
         if _step % 10 == 0:
-            print(f"step {_step}: loss {_loss.item():.2f}")
+            print(f"step {_step}: loss ~{_loss.item():.2f}")
     _seed_model.eval()
     _src, _, _tgt_out = make_copy_batch(1000, 100, 5, 5, torch.Generator().manual_seed(10_000))
     _pred = _seed_model.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=6)       # (1000, <= 7)
