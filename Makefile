@@ -19,8 +19,10 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_FLAG)
 
+# One worker per CPU; each test file stays on one worker (the nbgrader course and the simulated
+# class are module-scoped fixtures). `.venv/bin/python -m pytest tests/x.py` runs serially.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 build: $(STAMP)
 	$(PY) tools/build.py

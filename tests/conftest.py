@@ -6,11 +6,8 @@ import torch
 _MAX_DIFFS = {}
 
 
-def _record(name, actual, expected):
-    """Return max |actual - expected| and keep the largest value seen per ``name``."""
-    diff = (actual.detach() - expected.detach()).abs().max().item() if actual.numel() else 0.0
+def _keep(name, diff):
     _MAX_DIFFS[name] = max(diff, _MAX_DIFFS.get(name, 0.0))
-    return diff
 
 
 @pytest.fixture
@@ -23,16 +20,27 @@ def float64():
 
 
 @pytest.fixture
-def max_diff():
-    """``max_diff(name, actual, expected, tol=1e-12)``: assert the tensors agree, record the gap."""
+def max_diff(request):
+    """``max_diff(name, actual, expected, tol=1e-12)``: assert the tensors agree, record the gap.
+
+    The gap travels in the test report (``user_properties``), so that the summary also works
+    when pytest-xdist runs the tests in worker processes."""
 
     def check(name, actual, expected, tol=1e-12):
         assert actual.shape == expected.shape, f"{name}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-        diff = _record(name, actual, expected)
+        diff = (actual.detach() - expected.detach()).abs().max().item() if actual.numel() else 0.0
+        request.node.user_properties.append(("max_diff", (name, diff)))
         assert diff <= tol, f"{name}: max |diff| = {diff:.3e} > {tol:.0e}"
         return diff
 
     return check
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        for key, value in report.user_properties:
+            if key == "max_diff":
+                _keep(*value)
 
 
 def pytest_terminal_summary(terminalreporter):
