@@ -144,6 +144,43 @@ def _bindings(stmt):
     return defined, used
 
 
+COMPOUND = (ast.With, ast.For, ast.While, ast.If, ast.Try)
+
+
+def _loads(nodes):
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _flow(stmts, depends, solution, reached):
+    """Tag names with the exercises their values come from, statement by statement in execution
+    order; compound statements (with, for, while, if, try) are followed into their bodies, so a
+    name re-bound inside a block does not inherit what its previous value depended on."""
+    for stmt in stmts:
+        if not isinstance(stmt, COMPOUND):
+            defined, used = _bindings(stmt)
+            needs = set().union(*(depends.get(n, set()) for n in used))
+            if solution and isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                needs.add(stmt.name)
+            for n in defined:
+                depends[n] = needs
+            reached |= needs
+            continue
+        header = [getattr(stmt, "test", None), getattr(stmt, "iter", None)]
+        header += [item.context_expr for item in getattr(stmt, "items", [])]
+        needs = set().union(*(depends.get(n, set()) for n in _loads([h for h in header if h is not None])))
+        reached |= needs
+        targets = [getattr(stmt, "target", None)] + [item.optional_vars for item in getattr(stmt, "items", [])]
+        for target in (t for t in targets if t is not None):
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    depends[n.id] = needs
+        blocks = [stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", [])]
+        blocks += [handler.body for handler in getattr(stmt, "handlers", [])]
+        for _ in range(2 if isinstance(stmt, (ast.For, ast.While)) else 1):  # loop-carried values
+            for block in blocks:
+                _flow(block, depends, solution, reached)
+
+
 def analyse(name, source_dir):
     """Read ``source/<name>/<name>.ipynb`` and the release made from it; work out dependencies.
 
@@ -159,14 +196,7 @@ def analyse(name, source_dir):
             continue
         meta = _meta(cell)
         reached = set()
-        for stmt in ast.parse(cell.source).body:
-            defined, used = _bindings(stmt)
-            needs = set().union(*(depends.get(n, set()) for n in used))
-            if meta.get("solution") and isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
-                needs.add(stmt.name)
-            for n in defined:
-                depends[n] = needs
-            reached |= needs
+        _flow(ast.parse(cell.source).body, depends, bool(meta.get("solution")), reached)
         if meta.get("solution"):
             top = [n.name for n in ast.parse(cell.source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
             info.exercises.append((index, top))
@@ -204,27 +234,45 @@ def _stub_with(cell_source, replacement):
 
 
 def catalogue_mistakes():
-    """``[(check name, wrong object, mistake id, module source)]`` from tests/catalogue/wrong_*.py."""
+    """``[(check name, wrong object, mistake id, cell source)]`` from tests/catalogue/wrong_*.py."""
     import importlib
 
     sys.path.insert(0, str(ROOT / "tests"))
     found = []
     for path in sorted((ROOT / "tests" / "catalogue").glob("wrong_*.py")):
         module = importlib.import_module(f"catalogue.{path.stem}")
-        found += [(check, obj, mid, _as_cell(path.read_text())) for check, obj, mid in module.CASES]
+        found += [(check, obj, mid, _as_cell(path.read_text(), obj.__name__)) for check, obj, mid in module.CASES]
     return found
 
 
-def _as_cell(module_source):
-    """A catalogue module as notebook code: drop what the notebook already provides
-    (``from .reference import load`` and the names taken from ``load()``)."""
+def _as_cell(module_source, target):
+    """The code of ``target`` from a catalogue module, as a notebook cell would hold it: the
+    module's absolute imports, then every top-level definition ``target`` needs (transitively),
+    in module order. What the module takes from ``load()`` (the reference, which the notebook
+    provides under the same names) is left out."""
+    body = ast.parse(module_source).body
+    imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom)) and not getattr(s, "level", 0)]
+    provided = set()
+    for stmt in body:  # `R = load()`, `MultiHeadAttention = R["MultiHeadAttention"]`, ...
+        defined, used = _bindings(stmt)
+        if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) and ("load" in used or used & provided):
+            provided |= defined
+    definitions = [(stmt, *_bindings(stmt)) for stmt in body
+                   if stmt not in imports and not isinstance(stmt, (ast.Import, ast.ImportFrom))
+                   and not (_bindings(stmt)[0] & provided) and not isinstance(stmt, ast.Expr)]
+    needed, keep = {target}, set()
+    while True:
+        grown = {i for i, (_, defined, _) in enumerate(definitions) if defined & needed}
+        if grown <= keep:
+            break
+        keep |= grown
+        for i in grown:
+            needed |= definitions[i][2]
     lines = module_source.splitlines()
-    for stmt in reversed(ast.parse(module_source).body):
-        relative = isinstance(stmt, ast.ImportFrom) and stmt.level > 0
-        loaded = any(isinstance(n, ast.Name) and n.id == "load" for n in ast.walk(stmt))
-        if relative or (loaded and not isinstance(stmt, (ast.FunctionDef, ast.ClassDef))):
-            del lines[stmt.lineno - 1:stmt.end_lineno]
-    return "\n".join(lines)
+    chunks = [lines[s.lineno - 1:s.end_lineno] for s in imports]
+    chunks += [lines[s.lineno - 1 - len(s.decorator_list if hasattr(s, "decorator_list") else []):s.end_lineno]
+               for i, (s, _, _) in enumerate(definitions) if i in keep]
+    return "\n\n".join("\n".join(chunk) for chunk in chunks)
 
 
 def _mutated(info, perfect):
