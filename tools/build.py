@@ -197,9 +197,9 @@ def build_notebook(name, edition):
             grade_id = str(meta["grade_id"])
             if "check" in meta:
                 check, expr = parse_check(meta["check"], name)
-                if edition == "source":
-                    body = "\n".join([body, "### BEGIN HIDDEN TESTS", "from tutor.grading import grade",
-                                      f"grade({check!r}, {expr})", "### END HIDDEN TESTS"]).strip("\n")
+                if edition == "source":  # first, so that feedback shows the check's diagnosis
+                    body = "\n".join(["### BEGIN HIDDEN TESTS", "from tutor.grading import grade",
+                                      f"grade({check!r}, {expr})", "### END HIDDEN TESTS", body]).strip("\n")
                 else:
                     body = report_call(check, expr, body)
             nbg = nbgrader_meta(grade_id, grade=True, locked=True, points=meta["points"])

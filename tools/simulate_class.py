@@ -93,11 +93,25 @@ class LayerNorm(nn.Module):
 ''',
 }
 
-# Classic mistakes made by editing the reference answer (shapes stay right, so the visible tests
-# pass and the hidden check must catch and name it): exercise -> (text, replacement, mistake id).
+# Classic mistakes made by editing the reference answer, one per graded chapter: exercise ->
+# (mistake id, [(text, replacement), ...]). Each is one the visible tests do not catch (shapes
+# stay right), so exactly the graded cells with a hidden check that depend on the exercise must
+# lose their points, and the feedback must name the mistake.
 MUTATIONS = {
-    "MultiHeadAttention": ("out = out.transpose(1, 2).contiguous().view(B, T_q, self.d_model)",
-                           "out = out.contiguous().view(B, T_q, self.d_model)", "merge_heads_no_transpose"),
+    "scaled_dot_product_attention": ("no_scale", [
+        ("scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)", "scores = Q @ K.transpose(-2, -1)")]),
+    "MultiHeadAttention": ("merge_heads_no_transpose", [
+        ("out = out.transpose(1, 2).contiguous().view(B, T_q, self.d_model)",
+         "out = out.contiguous().view(B, T_q, self.d_model)")]),
+    "PositionalEncoding": ("pe_not_sliced", [("x = x + self.pe[:, : x.size(1)]", "x = x + self.pe")]),
+    "ResidualLayerNorm": ("missing_residual", [("return self.ln(x + sublayer_out)", "return self.ln(sublayer_out)")]),
+    "make_pad_mask": ("pad_mask_queries", [
+        ("return (tokens != pad_id)[:, None, None, :]",
+         "return (tokens != pad_id)[:, None, None, :] & (tokens != pad_id)[:, None, :, None]")]),
+    "Transformer": ("embed_not_scaled", [
+        ("self.src_embed(src) * math.sqrt(self.d_model)", "self.src_embed(src)"),
+        ("self.tgt_embed(tgt_in) * math.sqrt(self.d_model)", "self.tgt_embed(tgt_in)")]),
+    "copy_loss": ("loss_includes_pad", [(", ignore_index=pad_id)", ")")]),
 }
 
 
@@ -276,32 +290,38 @@ def _as_cell(module_source, target):
 
 
 def _mutated(info, perfect):
-    """The reference answer with one classic mistake edited in (``MUTATIONS``): exactly the graded
-    cells whose hidden check tests that exercise fail, and their feedback names the mistake."""
+    """The reference answer with the chapter's classic mistake edited in (``MUTATIONS``): exactly
+    the graded cells with a hidden check that depend on the edited exercise fail, and their
+    feedback names the mistake."""
     from tutor.mistakes import explain
 
     for index, names in info.exercises:
-        for name in names:
-            if name in MUTATIONS and MUTATIONS[name][0] in perfect.cells[index].source:
-                text, replacement, mid = MUTATIONS[name]
-                nb = copy.deepcopy(perfect)
+        for name in set(names) & set(MUTATIONS):
+            mid, edits = MUTATIONS[name]
+            nb = copy.deepcopy(perfect)
+            for text, replacement in edits:
+                if text not in nb.cells[index].source:
+                    raise ValueError(f"MUTATIONS[{name!r}]: {text!r} is not in the reference answer")
                 nb.cells[index].source = nb.cells[index].source.replace(text, replacement)
-                return Submission(nb, {g for g in info.points if name in _checks_in(info, g)}, diagnosis=explain(mid))
+            fails = {g for g in info.points if name in info.needs[g] and _checks_in(info, g)}
+            return Submission(nb, fails, diagnosis=explain(mid))
     return Submission(perfect, set())  # no mutation for this chapter: the perfect answer
 
 
-def _classic_mistake(info, perfect):
+def _catalogue_mistake(info, perfect):
     """A catalogue mistake (tests/catalogue/wrong_*.py) for an exercise whose every graded cell
     runs its hidden check, so the expected loss is certain (catalogue classes are not written
     to pass the visible tests): the learner's cell rebinds the name to the wrong version."""
+    from tutor.mistakes import explain
+
     for check, obj, mid, module_source in reversed(catalogue_mistakes()):
         index = next((i for i, names in info.exercises if check in names), None)
         cells = [g for g, needs in info.needs.items() if check in needs]
-        if index is None or not all(_checks_in(info, g) == {check} for g in cells):
+        if index is None or not cells or not all(_checks_in(info, g) == {check} for g in cells):
             continue
         nb = copy.deepcopy(perfect)
         nb.cells[index].source += f"\n\n{module_source}\n\n{check} = {obj.__name__}\n"
-        return Submission(nb, set(cells))
+        return Submission(nb, set(cells), diagnosis=explain(mid) if mid else "")
     return Submission(perfect, set())  # no such catalogue mistake for this chapter
 
 
@@ -394,7 +414,7 @@ def make_submission(kind, info):
     if kind == "classic_mistake":
         return _mutated(info, perfect)
     if kind == "catalogue_mistake":
-        return _classic_mistake(info, perfect)
+        return _catalogue_mistake(info, perfect)
     if kind == "extra_notebook":
         return Submission(perfect, set(), extra_files={"scratch.ipynb": copy.deepcopy(perfect)})
     if kind == "other_kernel_name":
@@ -534,8 +554,7 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
             mismatches.append(f"{student}/{a}: exported {exported.get((student, a))}, expected {sum(cells.values())}")
         mismatches += [f"{student}/{a}/{p}" for p in feedback_problems(course, student, a)]
         if diagnoses.get((student, a)) and not _feedback_shows(course, student, a, diagnoses[(student, a)]):
-            # a visible test can stop the cell before the hidden check diagnoses: say so, not an error
-            log(f"note: {student}/{a}: a visible test failed first; no diagnosis in the feedback")
+            mismatches.append(f"{student}/{a}: feedback does not name the mistake {diagnoses[(student, a)][:60]!r}")
     log(f"{len(kinds)} students x {len(assignments)} assignments graded in {timings['total_s']:.1f} s "
         f"({course})")
     return mismatches, timings, course

@@ -129,7 +129,7 @@ MISTAKES = {
 
 
 def explain(mistake_id):
-    """One line: ``诊断 [id]: 中文 / English``."""
+    """One line: ``诊断 / diagnosis [id]: 中文 / English``."""
     zh, en = MISTAKES[mistake_id]
     return f"诊断 / diagnosis [{mistake_id}]: {zh} / {en}"
 
