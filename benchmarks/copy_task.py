@@ -116,9 +116,12 @@ def seed000_ablation():
     big = dict(d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.1)
     variants = [  # label, model, batch, steps, schedule
         ("seed 000 as written: 50 steps, batch 16, lr 3e-4", big, 16, 50, "constant"),
-        ("same, 500 steps", big, 16, 500, "constant"),
-        ("same, 500 steps, Noam warmup 100 (peak 8.8e-3)", big, 16, 500, "noam"),
-        ("same, 500 steps, Noam, batch 128, dropout 0", dict(big, dropout=0.0), 128, 500, "noam"),
+        ("500 steps", big, 16, 500, "constant"),
+        ("500 steps, batch 128", big, 128, 500, "constant"),
+        ("4000 steps (the sequences of 500 x batch 128)", big, 16, 4000, "constant"),
+        ("500 steps, Noam warmup 100 (peak 8.8e-3)", big, 16, 500, "noam"),
+        ("500 steps, batch 128, Noam", big, 128, 500, "noam"),
+        ("500 steps, batch 128, Noam, dropout 0", dict(big, dropout=0.0), 128, 500, "noam"),
     ]
     for label, model_kw, batch, steps, schedule in variants:
         torch.manual_seed(0)
@@ -142,7 +145,8 @@ def seed000_ablation():
         seconds = time.perf_counter() - start
         model.eval()
         pred = model.greedy_decode(held_src, BOS_ID, EOS_ID, max_new_tokens=L + 1)  # (N, <= L + 2)
-        token_acc = (pred[:, 1:L + 1] == held_tgt[:, :L]).float().mean().item() if pred.size(1) > L else float("nan")
+        first = torch.cat([pred[:, 1:], torch.zeros(len(pred), L, dtype=torch.long)], dim=1)[:, :L]  # (N, L), PAD-filled
+        token_acc = (first == held_tgt[:, :L]).float().mean().item()
         print(f"{label:<50} loss {loss.item():.3f}, exact match {exact_match(pred[:, 1:], held_tgt):.3f}, "
               f"token accuracy {token_acc:.3f}, {seconds:.1f} s")
     torch.manual_seed(0)
