@@ -271,9 +271,8 @@ def _as_cell(module_source, target):
         defined, used = _bindings(stmt)
         if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) and ("load" in used or used & provided):
             provided |= defined
-    definitions = [(stmt, *_bindings(stmt)) for stmt in body
-                   if stmt not in imports and not isinstance(stmt, (ast.Import, ast.ImportFrom))
-                   and not (_bindings(stmt)[0] & provided) and not isinstance(stmt, ast.Expr)]
+    definitions = [(stmt, defined, used) for stmt, (defined, used) in ((s, _bindings(s)) for s in body)
+                   if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Expr)) and not defined & provided]
     needed, keep = {target}, set()
     while True:
         grown = {i for i, (_, defined, _) in enumerate(definitions) if defined & needed}
@@ -284,7 +283,7 @@ def _as_cell(module_source, target):
             needed |= definitions[i][2]
     lines = module_source.splitlines()
     chunks = [lines[s.lineno - 1:s.end_lineno] for s in imports]
-    chunks += [lines[s.lineno - 1 - len(s.decorator_list if hasattr(s, "decorator_list") else []):s.end_lineno]
+    chunks += [lines[min([s.lineno] + [d.lineno for d in getattr(s, "decorator_list", [])]) - 1:s.end_lineno]
                for i, (s, _, _) in enumerate(definitions) if i in keep]
     return "\n\n".join("\n".join(chunk) for chunk in chunks)
 
@@ -296,7 +295,7 @@ def _mutated(info, perfect):
     from tutor.mistakes import explain
 
     for index, names in info.exercises:
-        for name in set(names) & set(MUTATIONS):
+        for name in [n for n in names if n in MUTATIONS]:
             mid, edits = MUTATIONS[name]
             nb = copy.deepcopy(perfect)
             for text, replacement in edits:
