@@ -43,11 +43,14 @@ np.set_printoptions(precision=4, suppress=True)
 # | `H` | 注意力头数（number of heads） | 1 – 8 |
 # | `T_q` | 查询序列长度（query length）：有多少个位置在“提问” | 5 |
 # | `T_k` | 键/值序列长度（key length）：有多少个位置可以被看 | 7 |
-# | `d_model` | 模型宽度（model dimension）：每个 token 的向量长度 | 32 – 512 |
+# | `d_model` | 模型宽度（model dimension）：每个 token（词元，见下）的向量长度 | 32 – 512 |
 # | `d_k` | 每个头里查询和键的维度，`d_k = d_model / H` | 8 – 64 |
 # | `d_v` | 每个头里值的维度，本课取 `d_v = d_k` | 8 – 64 |
 # | `d_ff` | 前馈网络隐藏层宽度（feed-forward dimension），常取 `4 · d_model` | 128 – 2048 |
 # | `V` | 词表大小（vocabulary size） | 10 – 32000 |
+#
+# 这里的 **token（词元）** 是模型读写的最小单位：可以是一个词、一个子词片段或一个字符，第 07 章的复制任务里是一个符号。
+# 全课程正文统一写 token；“词”只指自然语言里的词（例句、按词切分），“词表（vocabulary）”是所有 token 的集合，大小为 `V`。
 #
 # 自注意力（self-attention）里 `T_q = T_k = T`；交叉注意力（cross-attention）里查询来自解码器、
 # 键和值来自编码器，`T_q` 与 `T_k` 一般不相等。检查故意用 `T_q ≠ T_k` 的用例，
@@ -111,9 +114,9 @@ print("每行权重之和 / row sums:", weights.sum(dim=-1)[0, 0])
 # 两种常见掩码：
 #
 # - **填充掩码**（padding mask）：批里的序列长短不一，短的用 PAD 补齐。PAD 位置不应该被任何查询看到，
-#   所以它遮挡的是**键**（列），形状 `(B, 1, 1, T_k)`。注意：不要遮挡查询行——seed 资料里有一份把查询行也遮挡了，
-#   结果整行都被遮挡，softmax 得到 NaN。
-# - **因果掩码**（causal mask / subsequent mask）：解码器生成第 `i` 个词时不能偷看 `i` 之后的词，
+#   所以它遮挡的是**键**（列），形状 `(B, 1, 1, T_k)`。常见误区：把 PAD 的查询行也一起遮挡——
+#   那一行就一个键都看不见，softmax 得到 NaN（第 05 章第 1 节演示它怎样扩散到所有位置）。
+# - **因果掩码**（causal mask / subsequent mask）：解码器生成第 `i` 个 token 时不能偷看 `i` 之后的 token，
 #   所以是**下三角为 True**，形状 `(1, 1, T, T)`。
 
 # %%
@@ -153,20 +156,20 @@ print("与内置函数一致 / matches the built-in:", torch.allclose(weights @ 
 # | `F.scaled_dot_product_attention(attn_mask=...)`、本课程 | 可以看 |
 # | `nn.MultiheadAttention(attn_mask=..., key_padding_mask=...)`、`nn.Transformer*` | **不许看**（被遮挡） |
 #
-# 课程的 seed 资料 002 用的就是后一种：它的 `generate_square_subsequent_mask` 返回**上三角为 1** 的矩阵，
+# 很多代码用的是后一种：因果掩码写成 `torch.triu(torch.ones(T, T), diagonal=1)`，**上三角为 1** 表示遮挡，
 # 再用 `scores.masked_fill(mask == 1, -inf)` 遮挡。单独看它自洽；可一旦把这种掩码交给按 `True` = 可以看
 # 写成的函数（或者反过来），掩码就被**悄悄取反**了，而且不会报任何错。
 #
 # 因果掩码取反后，每个位置**只能**看未来、看不到自己，最后一行更是一个可见的键都没有。后果取决于怎么填充被遮挡的分数：
 #
-# - **用有限值填充**（如 `-1e9`、`finfo.min`）时不出 NaN：训练时损失降得飞快（要预测的下一个词就摆在眼前），
-#   推理时逐词生成、未来还不存在，结果一塌糊涂——这种错最隐蔽；
+# - **用有限值填充**（如 `-1e9`、`finfo.min`）时不出 NaN：训练时损失降得飞快（要预测的下一个 token 就摆在眼前），
+#   推理时逐个 token 生成、未来还不存在，结果一塌糊涂——这种错最隐蔽；
 # - **用 `-inf` 填充**时，最后一行 softmax 得到 `0/0 = NaN`：损失从第 1 步起就是 NaN，一次反向传播后所有参数都变成 NaN。
 #
 # 下面故意犯这个错（用 `-inf` 填充），并把两张掩码画出来（绿 = 可以看，深色 = 遮挡）：
 
 # %%
-blocked_future = torch.triu(torch.ones(T, T), diagonal=1)  # seed-002 style: 1 = blocked
+blocked_future = torch.triu(torch.ones(T, T), diagonal=1)  # the other convention: 1 = blocked
 wrong = blocked_future.bool()  # handed to a "True = may attend" function: inverted
 scores = x @ x.transpose(-2, -1) / math.sqrt(8)  # (1, 1, T, T)
 weights_wrong = scores.masked_fill(~wrong, float("-inf")).softmax(dim=-1)  # (1, 1, T, T)
@@ -174,8 +177,8 @@ print("取反后的权重 / weights with the inverted mask:")
 print(weights_wrong[0, 0])
 print("含 NaN 的行 / rows with NaN:", torch.isnan(weights_wrong[0, 0]).any(dim=-1).nonzero().flatten().tolist())
 
-plot_mask_row([causal, wrong], ["course causal mask", "seed-002 mask read as True = may attend"],
-              title="Course mask vs the inverted seed-002 mask (True = may attend)")
+plot_mask_row([causal, wrong], ["course causal mask", "triu(ones, 1) (1 = blocked) read as True = may attend"],
+              title="Course mask vs a 1 = blocked mask read the other way (True = may attend)")
 plt.show()
 
 # %% [markdown]

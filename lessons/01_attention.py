@@ -81,7 +81,30 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # 4. **汇聚**：$\text{out} = AV$，输出的第 $i$ 行是值向量的加权平均。
 #
 # 一个值得记住的不变量：$A$ 的每一行是一个概率分布（行随机矩阵，row-stochastic），所以每个输出都是
-# 值向量的**凸组合**，落在值向量围成的凸包里。注意力本身只会“混合”，不会“创造”新方向——非线性来自后面的 FFN。
+# 值向量的**凸组合**，落在值向量围成的凸包里：注意力只会“混合”已有的值向量。
+#
+# 常见误区：“注意力是线性的，非线性全靠 FFN”。**权重一旦给定**，输出 $AV$ 对 $V$ 确实是线性的；
+# 但权重 $A = \mathrm{softmax}(QK^{\top}/\sqrt{d_k})$ 本身由输入算出——分数是输入的二次式，再经过 softmax——
+# 所以作为输入 $X$ 的函数，自注意力是非线性的：把输入放大一倍，输出并不跟着放大一倍。
+# 注意力缺少的是对每个位置的特征**逐元素**做非线性变换，这由 FFN 负责（第 04 章）。下面用随机向量验证这两点：
+
+# %%
+X_lin = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))  # (T, d): one sequence, Q = K = V = X
+
+
+def self_attention(X):
+    """softmax(X X^T / sqrt(d)) X for one sequence (T, d) -> (T, d), no projections."""
+    A = torch.softmax(X @ X.T / math.sqrt(X.size(-1)), dim=-1)  # (T, d) @ (d, T) -> (T, T)
+    return A @ X                                                  # (T, T) @ (T, d) -> (T, d)
+
+
+A_fixed = torch.softmax(X_lin @ X_lin.T / math.sqrt(8), dim=-1)  # (T, T): weights computed once, then held fixed
+V1, V2 = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(1))  # two value matrices (T, d)
+print("fixed weights, linear in V: A(V1 + V2) == A V1 + A V2:",
+      torch.allclose(A_fixed @ (V1 + V2), A_fixed @ V1 + A_fixed @ V2, atol=1e-6))
+print("as a function of X, not linear: attention(2X) == 2 attention(X):",
+      torch.allclose(self_attention(2 * X_lin), 2 * self_attention(X_lin), atol=1e-3),
+      f"| max difference {(self_attention(2 * X_lin) - 2 * self_attention(X_lin)).abs().max().item():.2f}")
 
 # %% [markdown]
 # ## 2. 数值稳定的 softmax
@@ -310,8 +333,8 @@ plt.show()
 # | 常见教程写法 `masked_fill(mask == 0, ...)` | 1 = 可以看 |
 # | 常见教程写法 `masked_fill(mask == 1, ...)` 或 `scores + mask * -1e9` | 1 = 遮挡 |
 #
-# 本课程参考的几份材料里，两种写法都出现过：同一个项目里混用两种约定，mask 就会整个反过来——
-# 模型只看 padding、不看真实 token，而且不会报错。
+# 两种写法在常见代码里都很普遍：同一个项目里混用两种约定，mask 就会整个反过来——
+# 模型只看 padding、不看真实 token，而且不会报错（第 00 章第 2 节演示过）。
 #
 # ### 加性掩码（additive mask）：公式不能照抄
 #
@@ -339,8 +362,8 @@ for name, add in (("(1 - M) * (-inf)", literal), ("where(M, 0, -inf)", safe), ("
 #
 # - **填充掩码（padding mask）**：一个批次里的句子长短不一，短句用 `<pad>` 补齐。任何查询都不应该从 `<pad>` **键**取信息。
 #   它只依赖键的位置，形状 `(B, 1, 1, T_k)`，广播到 `(B, H, T_q, T_k)`：在图里是**整列**被遮挡。
-# - **因果掩码（causal mask）**：解码器生成第 $i$ 个词时不能偷看后面的词。查询 $i$ 只能看键 $0, 1, \dots, i$
-#   （**包括自己**；有材料写成“只能看 0 到 $i-1$”，那是错的——那样第 0 个位置什么都看不到）。
+# - **因果掩码（causal mask）**：解码器生成第 $i$ 个 token 时不能偷看后面的 token。查询 $i$ 只能看键 $0, 1, \dots, i$
+#   （**包括自己**。常见误区是“只能看 0 到 $i-1$”——那样第 0 个位置什么都看不到）。
 #   它是下三角矩阵，形状 `(1, 1, T, T)`。
 # - 两者同时需要时取**与**（`&`）：只有“是真实 token 且不在未来”的键可以看。
 #
@@ -404,9 +427,14 @@ mask_demo = torch.tensor([[True, True, False],
                           [False, False, False]])    # query 1 may attend to nothing
 print("fill with -inf  ->\n", torch.softmax(scores_demo.masked_fill(~mask_demo, float("-inf")), dim=-1))
 print("fill with -1e9  ->\n", torch.softmax(scores_demo.masked_fill(~mask_demo, -1e9), dim=-1))
+values_demo = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])  # (T_k=3, d_v=2)
+print("F.scaled_dot_product_attention, output of query 1 (sees nothing):",
+      F.scaled_dot_product_attention(torch.zeros(2, 2), torch.zeros(3, 2), values_demo, attn_mask=mask_demo)[1])
 
 # %% [markdown]
-# 本课程的约定：**这样的行权重全为 0，输出也为 0**（`F.scaled_dot_product_attention` 也是这样）。推荐做法：
+# 本课程的约定：**这样的行权重全为 0，输出也为 0**。上面最后一行是 PyTorch 自己的 `F.scaled_dot_product_attention`
+# 在同一个掩码下的输出：从 PyTorch 2.5 起（本课程固定的版本也是），它对全被遮挡的行输出 0（内部用 `_safe_softmax`）；
+# 更早的版本在这里输出 NaN。推荐做法：
 #
 # 1. 用一个**有限的**极小值填充被遮挡的分数，例如 `torch.finfo(scores.dtype).min`（每种精度用自己的 `finfo`，
 #    float16/float32/float64 都安全；float16 最大只能表示 65504，`masked_fill(..., -1e9)` 在半精度下直接报溢出错误，
@@ -563,7 +591,8 @@ print("ScaledDotProductAttention: 可见测试通过 / visible tests passed")
 #   - 看整个编码器层：$2n^2 d > 12nd^2 \iff n > 6d$。$n^2$ 项在一层里的占比是 $n / (n + 6d)$。
 #
 #   例如 $n = 4096,\ d = 1024$（$n = 4d$）：$n^2$ 项约 34 G 次，投影与 FFN 约 51 G 次，整层看仍是后者更多。
-#   像 $n = 512,\ d = 768$ 这样 $n < d$ 的配置，$n^2$ 项只占一成左右——有材料拿它举例说明“$n^2$ 是瓶颈”，例子与结论是矛盾的。
+#   像 $n = 512,\ d = 768$ 这样 $n < d$ 的配置，$n^2$ 项只占一成左右。常见误区是拿这个配置举例说明“$n^2$ 是瓶颈”——
+#   例子恰恰说明了相反的结论。
 # - **显存**：权重矩阵有 $B \cdot H \cdot T_q \cdot T_k$ 个元素，要为反向传播保存下来，是 $O(n^2)$。
 #   长度翻倍，$n^2$ 部分的计算和这部分显存都约变成 4 倍。
 #
@@ -590,7 +619,7 @@ for n, d in ((512, 768), (2048, 1024), (4096, 1024), (6144, 1024), (16384, 1024)
 # | 卷积层（convolutional） | $O(k \cdot n \cdot d^2)$ | $O(1)$ | $O(\log_k n)$（空洞卷积）或 $O(n/k)$（连续核） |
 # | 受限自注意力（restricted，只看邻近 $r$ 个位置） | $O(r \cdot n \cdot d)$ | $O(1)$ | $O(n/r)$ |
 #
-# - **每层计算量**：$n < d$ 时 $n^2 d < n d^2$，自注意力比 RNN 还便宜——机器翻译的句子通常几十个词，而 $d = 512$，
+# - **每层计算量**：$n < d$ 时 $n^2 d < n d^2$，自注意力比 RNN 还便宜——机器翻译的句子通常几十个 token，而 $d = 512$，
 #   这正是论文成立的场景；$n \gg d$ 时反过来，才需要受限 / 稀疏注意力把 $n^2$ 降成 $r \cdot n$。
 # - **串行操作数**：RNN 必须按时间步一步步算，训练时无法在序列维上并行；注意力和卷积都是几次大矩阵乘法，可以完全并行。
 # - **最大路径长度**：任意两个位置之间的信息要经过几步。RNN 要传 $O(n)$ 步，长程依赖容易被稀释；
@@ -644,7 +673,8 @@ for n in (512, 1024, 2048, 4096, 16384):
 #
 # **Q9：为什么 Q 和 K 用不同的投影？** 若 $Q = K$，分数矩阵对称，表达不了“i 关注 j 但 j 不关注 i”；不同投影让“提问”和“被检索”解耦。
 #
-# **Q10：注意力的输出有什么性质？** 每行权重是概率分布，输出是值向量的凸组合；注意力本身是对值的线性混合，非线性来自 FFN。
+# **Q10：注意力的输出有什么性质？它是线性的吗？** 每行权重是概率分布，输出是值向量的凸组合。权重给定时输出对 $V$ 线性，
+# 但权重由 softmax(q·k) 从输入算出，所以自注意力作为输入的函数是非线性的；它缺的是逐位置、逐元素的非线性，由 FFN 补上。
 #
 # **Q11：注意力 dropout 加在哪里？** 加在 softmax 之后的权重上，只在训练时生效（`model.eval()` 关闭）。
 #

@@ -72,9 +72,46 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #   即“解码器拿自己的状态去源序列里查信息”。$T_q$ 是目标长度，$T_k$ 是源长度，两者一般不相等。
 #
 # **头数不改变计算量和参数量。** $d_{\text{model}}$ 固定时，$H$ 个头各做 $n^2 d_k$ 次乘加，合计 $n^2 H d_k = n^2 d_{\text{model}}$，
-# 与一个 $d_{\text{model}}$ 维的单头一样；四个投影矩阵的大小也与 $H$ 无关。盲目加头只会让每个头变窄：
-# 经验上 $d_k$ 取 32–128（原论文 $d_{\text{model}} = 512,\ H = 8,\ d_k = 64$），$d_k$ 太小每个头的表达力不足。
-# 另外 $d_{\text{model}}$ 必须能被 $H$ 整除，例如 $d_{\text{model}} = 512,\ H = 6$ 就无法平均分头。
+# 与一个 $d_{\text{model}}$ 维的单头一样；四个投影矩阵的大小也与 $H$ 无关。另外 $d_{\text{model}}$ 必须能被 $H$ 整除，
+# 例如 $d_{\text{model}} = 512,\ H = 6$ 就无法平均分头。
+#
+# ### 每个头多宽：$d_k$ 取 32–128 的经验从哪来
+#
+# $d_{\text{model}}$ 固定时，头越多，每个头越窄（$d_k = d_{\text{model}} / H$）。两头都有代价：
+#
+# - **$d_k$ 太小，一个头“看不清”。** 一个头靠 $q \cdot k$ 按内容挑键。$d_k$ 维里随机的键彼此并不正交（两个随机方向夹角的余弦约为 $1/\sqrt{d_k}$），
+#   分数 $q\cdot k/\sqrt{d_k}$ 的方差是 1，而与查询完全匹配的那个键的分数约为 $\sqrt{d_k}$——它要比其余 $T_k - 1$ 个键的分数
+#   高出大约 $\ln T_k$ 以上，softmax 才能把权重集中到它身上。下面直接量：$T_k$ 个随机键（各分量方差 1，大致是 LayerNorm 之后、
+#   初始化时的尺度），查询就等于其中一个键，它能分到多少权重？
+# - **$d_k$ 太大，头太少。** 每个头已经看得很清楚之后，再加宽只是减少头数，能同时关注的关系变少。
+
+# %%
+gen_dk = torch.Generator().manual_seed(0)
+d_k_values, key_counts, n_trials = [4, 8, 16, 32, 64, 128, 256], [64, 512, 4096], 50
+print(" d_k | heads at d_model = 512 | weight on the matching key for T_k = " + " / ".join(map(str, key_counts)))
+for d_k_try in d_k_values:
+    shares = []
+    for n_keys in key_counts:
+        keys = torch.randn(n_trials, n_keys, d_k_try, generator=gen_dk)                     # (N, T_k, d_k)
+        query = keys[:, :1]                                                                  # (N, 1, d_k): equal to key 0
+        w = torch.softmax(query @ keys.transpose(-2, -1) / math.sqrt(d_k_try), dim=-1)       # (N, 1, d_k) @ (N, d_k, T_k) -> (N, 1, T_k)
+        shares.append(w[:, 0, 0].mean().item())
+    print(f"{d_k_try:4d} | {512 // d_k_try:22d} | " + "   ".join(f"{v:.2f}" for v in shares))
+
+# %% [markdown]
+# $d_k \le 16$ 时，即使查询与某个键一模一样，在 512 个键里它分到的权重也不到一成；$d_k = 64$ 时约七成，
+# $d_k = 128$ 时在 4096 个键里仍有近九成；$d_k = 256$ 已经是 one-hot，再宽也没有可提升的了，而 $d_{\text{model}} = 512$ 时只剩 2 个头。
+# 这是单位方差尺度下的快照：训练可以把 $W_Q$、$W_K$ 放大一些来弥补，所以它说明的是趋势，不是硬界限。
+#
+# 另一头的证据来自原论文表 3 的 (A) 组：$d_{\text{model}} = 512$、总计算量不变，只改头数（英德翻译开发集）：
+#
+# | $H$ | 1 | 4 | 8 | 16 | 32 |
+# | --- | --- | --- | --- | --- | --- |
+# | $d_k$ | 512 | 128 | 64 | 32 | 16 |
+# | BLEU | 24.9 | 25.5 | 25.8 | 25.8 | 25.4 |
+#
+# 单头最差，头太多（$d_k = 16$）也变差，最好的在 $d_k = 32$–$64$。今天的大模型多取 $d_k = 64$ 或 $128$：
+# BERT-base、GPT-2 是 64（第 00 章的表），Llama 系列是 128。
 
 # %% [markdown]
 # ## 2. 一个大投影 = $H$ 个小投影
@@ -142,7 +179,7 @@ print("forgot the transpose (view straight from (B, H, T, d_k)) gives x back:",
 # 小结：
 #
 # - **分头**：`view(B, T, H, d_k)` 再 `transpose(1, 2)`。这里先 `view` 的是投影的输出，它本身是连续的，所以不需要 `contiguous()`。
-#   （有材料把这一行列为“错误示例”，其实它是对的；会报错的是合头那一步。）
+#   （常见误区：以为分头这一步也必须 `contiguous()`，把它当成错误示例。它是对的；会报错的是合头那一步。）
 # - **合头**：`transpose(1, 2)` 后必须 `.contiguous().view(...)`，或者直接 `.reshape(...)`（必要时自动复制）。
 # - **忘了转置回来**就直接 `view(B, T, d_model)` 不会报错，但把不同 token 的头拼到了一起——又一个“形状对、内容错”的 bug。
 
@@ -367,7 +404,7 @@ except NotImplementedError:
 # - `nn.MultiheadAttention` 的布尔掩码 **True = 遮挡**，与我们的约定相反，所以传 `attn_mask=~causal`；
 #   填充用单独的参数 `key_padding_mask (B, T_k)`，同样 True = 遮挡；
 # - 它的 `attn_mask` 若是 3 维，形状必须是 `(B·num_heads, T_q, T_k)`，第 0 维按 `b·num_heads + h` 排列
-#   （用 `repeat_interleave(num_heads, dim=0)` 构造）；有材料直接传 `(B, T, T)`，`num_heads > 1` 时会报错。
+#   （用 `repeat_interleave(num_heads, dim=0)` 构造）；常见错误是直接传 `(B, T, T)`，`num_heads > 1` 时会报错。
 #   只按样本区分的填充，交给 `key_padding_mask (B, T_k)` 更简单（本节最后一个单元格验证这两点）；
 # - 它默认返回**所有头的平均**权重，要每个头的权重需传 `average_attn_weights=False`；
 #   它的 `forward(query, key, value)` 分开接收 K、V 的输入，我们的 `x_kv` 同时充当两者。
@@ -453,7 +490,8 @@ print("attn_mask (B*H, T_q, T_k)   -> same output as key_padding_mask:", torch.a
 # 再由 $W^O$ 融合。计算量和参数量与单个 $d_{\text{model}}$ 维的头相同。
 #
 # **Q2：头数越多越好吗？**
-# 不是。$d_{\text{model}}$ 固定时，头数翻倍不增加总算力，只让 $d_k$ 减半；$d_k$ 太小（如 16）每个头表达力不足。常见 $d_k = 64$。
+# 不是。$d_{\text{model}}$ 固定时，头数翻倍不增加总算力，只让 $d_k$ 减半；$d_k$ 太小（如 16）一个头在很多键里“看不清”
+# （第 1 节的测量），原论文表 3 里 $d_k = 16$ 也比 64 差。经验范围 $d_k = 32$–$128$，常见 64 或 128。
 #
 # **Q3：MHA 的参数量？** $4d^2 + 4d$（含偏置）；$d = 512$ 时 1,050,624，不含偏置约 $4d^2 \approx 1.05\text{M}$，与头数无关。
 #

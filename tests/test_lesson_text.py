@@ -1,0 +1,55 @@
+"""Lesson text a learner can follow: no mention of the documents the course was built from.
+
+The course was written from seed documents (shared/seeds/) that learners never see. A sentence
+such as "the source material says ..." or "seed 002's mask" points at something the learner
+cannot read: the lesson must state the claim itself (as a common misconception) or drop it.
+Random seeds (``torch.manual_seed``, ``seed=``, 随机种子) are of course fine.
+"""
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = sorted((ROOT / "lessons").glob("*.py"))
+# The stub docstrings reach learners too.
+REFERENCE = sorted(p for p in (ROOT / "solutions").glob("*.py"))
+
+SOURCE_DOCUMENT = re.compile(
+    r"种子(?:文档|资料|材料)"                       # 种子文档 / 种子资料 (not 随机种子, 种子 10000)
+    r"|参考材料|有材料|(?:一|几|两|另一)份(?:参考)?材料|本课程参考的"
+    r"|seed\s*(?:资料|材料|文档)"
+    r"|\bseeds?[-_ ]?0\d\d"                        # seed-002, seed 000, seed000, seeds 000
+    r"|\bseed[-_ ]style|\bthe seeds?'s?\b|\bseed documents?\b|shared/seeds"
+    r"|\bsource materials?\b",
+    re.IGNORECASE,
+)
+
+
+def mentions(text):
+    return [m.group(0) for m in SOURCE_DOCUMENT.finditer(text)]
+
+
+@pytest.mark.parametrize("path", LESSONS + REFERENCE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_reference_to_documents_the_learner_cannot_read(path):
+    hits = [(n, line.strip()) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if mentions(line)]
+    assert not hits, f"{path.relative_to(ROOT)} mentions the seed/source documents: {hits}"
+
+
+@pytest.mark.parametrize("text", [
+    "有材料说“单层约 3.15M”", "参考材料里的写法", "种子文档 000 的复制任务", "课程的 seed 资料 002",
+    "seed-002 style: 1 = blocked", "constant 3e-4 (seed 000's run)", "def seed_style_greedy(model):",
+    "the seed's version", "本课程参考的一份材料", "另一份参考材料用 triu", "as the source material says",
+])
+def test_pattern_catches_references(text):
+    assert mentions(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "torch.manual_seed(0)", "np.random.seed(0)", "gen = torch.Generator().manual_seed(10_000)",
+    "stack_stats(variant, num_layers, d=64, seed=1)", "每章开头的设置单元固定了随机种子", "留出集用自己的随机数生成器（种子 10000）",
+    "两个随机种子都验证过", "seeded by ``seed``", "只跑了一个种子", "seeds 0 and 1",
+])
+def test_pattern_spares_random_seeds(text):
+    assert not mentions(text), text
