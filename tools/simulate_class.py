@@ -9,12 +9,13 @@ assignment's total (exported CSV) is compared with what that submission should g
 
 Expected scores are computed, never written down: a grade cell fails when the names it uses
 depend (through the notebook's cells, by static analysis) on an exercise the submission broke,
-or when it runs after a cell that tampers with the grading; its points come from the source
-notebook's metadata.
+when the kernel was lost before it, or when it belongs to an exercise whose code reaches the
+grading machinery; its points come from the source notebook's metadata.
 
     .venv/bin/python tools/simulate_class.py                      # every assignment in source/
     .venv/bin/python tools/simulate_class.py 01_attention -s perfect -s torch_allclose
     .venv/bin/python tools/simulate_class.py --list               # the submission kinds
+    .venv/bin/python tools/simulate_class.py --idioms             # every kind and every right-answer idiom
 """
 import argparse
 import ast
@@ -234,12 +235,21 @@ def _perfect(info):
     return nb
 
 
-def _failing(info, broken, after=None):
-    """grade_ids that fail when ``broken`` exercises are wrong and, optionally, every grade cell
-    after cell ``after`` (tampering detected there)."""
+def _owner(info, index):
+    """The solution cell of the exercise that cell ``index`` belongs to (as ``AuditSubmission`` sees it)."""
+    starts = [i for i, _ in info.exercises]
+    return max([i for i in starts if i <= index], default=starts[0])
+
+
+def _failing(info, broken, after=None, voided=None):
+    """grade_ids that fail when ``broken`` exercises are wrong; optionally every grade cell after
+    cell ``after`` (the kernel lost there), and the grade cells of the exercise that holds cell
+    ``voided`` (the audit flags code there)."""
     fails = {g for g, needs in info.needs.items() if needs & set(broken)}
     if after is not None:
         fails |= {g for g, i in info.grade_index.items() if i > after}
+    if voided is not None:
+        fails |= {g for g, i in info.grade_index.items() if _owner(info, i) == _owner(info, voided)}
     return fails
 
 
@@ -324,6 +334,52 @@ def _catalogue_mistake(info, perfect):
     return Submission(perfect, set())  # no such catalogue mistake for this chapter
 
 
+def _tamper_one_exercise(info, perfect):
+    """The perfect answer with ``torch.allclose`` replaced in the second exercise (the first where
+    there is one): the audit voids that exercise's graded cells, the run-time integrity check fails
+    the first hidden check after the line and puts ``torch.allclose`` back, and every other
+    exercise keeps its points."""
+    index, _ = info.exercises[min(1, len(info.exercises) - 1)]
+    nb = copy.deepcopy(perfect)
+    nb.cells[index].source += "\n\n" + TAMPERING["torch_allclose"]
+    checked = sorted((i, g) for g, i in info.grade_index.items() if i > index and _checks_in(info, g))
+    return Submission(nb, _failing(info, [], voided=index) | {g for _, g in checked[:1]})
+
+
+def idioms_by_exercise():
+    """{(chapter, exercise name): [Idiom, ...]} from tests/catalogue/idioms.py (right answers
+    written the ways people really write Python)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from catalogue.idioms import IDIOMS
+
+    found = {}
+    for idiom in IDIOMS:
+        found.setdefault((idiom.chapter, idiom.exercise), []).append(idiom)
+    return found
+
+
+def idiom_kinds():
+    """``idioms_0`` … ``idioms_{n-1}``: student k hands in the k-th idiom of every exercise that has one."""
+    return [f"idioms_{k}" for k in range(max(map(len, idioms_by_exercise().values()), default=0))]
+
+
+def _idioms(info, perfect, k):
+    """The perfect answer with the k-th idiom of each exercise in place of the reference code (its
+    extra cells inserted after the exercise cell, as a learner inserts cells): full marks. None when
+    no exercise of this chapter has a k-th idiom (nothing to hand in)."""
+    table = idioms_by_exercise()
+    chosen = [(index, table[(info.name, names[0])][k]) for index, names in info.exercises
+              if k < len(table.get((info.name, names[0]), []))]
+    if not chosen:
+        return None
+    nb = copy.deepcopy(perfect)
+    for index, idiom in reversed(chosen):  # from the end, so earlier indices stay valid
+        first, *extra = idiom.cells
+        nb.cells[index].source = first
+        nb.cells[index + 1:index + 1] = [nbformat.v4.new_code_cell(code) for code in extra]
+    return Submission(nb, set())
+
+
 def _checks_in(info, grade_id):
     """Check names a grade cell's hidden test calls (``grade("<name>", ...)``)."""
     source = info.source.cells[info.grade_index[grade_id]].source
@@ -332,7 +388,7 @@ def _checks_in(info, grade_id):
 
 def make_submission(kind, info):
     """Build submission ``kind`` for one assignment (see ``KINDS``)."""
-    if kind not in KINDS:
+    if kind not in KINDS and not kind.startswith("idioms_"):
         raise ValueError(f"unknown submission kind {kind!r}; see --list")
     if kind == "missing_notebook":
         return Submission(None, set(info.points))
@@ -394,11 +450,16 @@ def make_submission(kind, info):
     if kind in TAMPERING:
         nb = copy.deepcopy(info.release)
         nb.cells[first].source += "\n\n" + TAMPERING[kind]
-        return Submission(nb, _failing(info, every, after=first - 1))
-    if kind == "import_reference":
+        return Submission(nb, _failing(info, every, voided=first))
+    if kind == "tamper_one_exercise":
+        return _tamper_one_exercise(info, perfect)
+    if kind == "import_reference":  # later exercises that call the reference fail the run-time guard
         nb = copy.deepcopy(perfect)
         nb.cells[first].source = f"from solutions import {', '.join(first_names)}"
-        return Submission(nb, _failing(info, [], after=first - 1))
+        checked = {g for g, needs in info.needs.items() if needs & set(first_names) and _checks_in(info, g)}
+        return Submission(nb, _failing(info, [], voided=first) | checked)
+    if kind.startswith("idioms_"):
+        return _idioms(info, perfect, int(kind.removeprefix("idioms_")))
     if kind == "forbidden_builtin":
         nb = copy.deepcopy(perfect)
         broken, voided = [], set()
@@ -407,8 +468,7 @@ def make_submission(kind, info):
             if cheats:  # a later definition in the same cell replaces the learner's one
                 nb.cells[index].source += "\n\n" + "\n\n".join(BUILTIN_CHEATS[n].strip() for n in cheats)
                 broken += cheats
-                ends = [i for i, _ in info.exercises if i > index] + [len(nb.cells)]
-                voided |= {g for g, i in info.grade_index.items() if index < i < ends[0]}
+                voided |= _failing(info, [], voided=index)
         return Submission(nb, _failing(info, broken) | voided)
     if kind == "classic_mistake":
         return _mutated(info, perfect)
@@ -423,10 +483,10 @@ def make_submission(kind, info):
     raise ValueError(f"unknown submission kind {kind!r}; see --list")
 
 
-KINDS = ["perfect", "untouched", "partial", "classic_mistake", "catalogue_mistake", "infinite_loop", "stubborn_loop", "kernel_dies", "huge_print",
-         "deleted_test_cells", "edited_test_cells", "stripped_test_metadata", "edited_readonly_cell",
-         "rebind_grade_name", *TAMPERING, "import_reference", "forbidden_builtin", "missing_notebook", "extra_notebook",
-         "other_kernel_name", "invalid_json"]
+KINDS = ["perfect", "untouched", "partial", "classic_mistake", "catalogue_mistake", "infinite_loop", "stubborn_loop",
+         "kernel_dies", "huge_print", "deleted_test_cells", "edited_test_cells", "stripped_test_metadata",
+         "edited_readonly_cell", "rebind_grade_name", *TAMPERING, "tamper_one_exercise", "import_reference",
+         "forbidden_builtin", "missing_notebook", "extra_notebook", "other_kernel_name", "invalid_json"]
 
 
 def nbgrader(course, *args, check=True):
@@ -524,6 +584,8 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
     for student in kinds:
         for a in assignments:
             sub = make_submission(student, infos[a])
+            if sub is None:  # this kind has nothing to hand in for this assignment
+                continue
             hand_in(course, student, a, sub)
             expected[(student, a)] = {g: (0.0 if g in sub.fails else p) for g, p in infos[a].points.items()}
             diagnoses[(student, a)] = sub.diagnosis
@@ -562,17 +624,23 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("assignments", nargs="*", help="default: every folder in source/")
-    parser.add_argument("-s", "--submission", action="append", choices=KINDS, help="default: all kinds")
+    parser.add_argument("-s", "--submission", action="append", help="a kind from --list (default: all kinds)")
+    parser.add_argument("--idioms", action="store_true",
+                        help="also hand in every idiom of tests/catalogue/idioms.py (right answers: full marks)")
     parser.add_argument("--timeout", type=int, default=30, help="per-cell timeout in the simulation")
     parser.add_argument("--workdir", help="course directory to create (default: a temp dir, kept)")
     parser.add_argument("--list", action="store_true", help="print the submission kinds and exit")
     args = parser.parse_args(argv)
     if args.list:
-        print("\n".join(KINDS))
+        print("\n".join(KINDS + idiom_kinds()))
         return 0
+    kinds = list(args.submission or KINDS)
+    unknown = [k for k in kinds if k not in KINDS + idiom_kinds()]
+    if unknown:
+        parser.error(f"unknown submission kinds {unknown}; see --list")
+    kinds += idiom_kinds() if args.idioms else []
     assignments = args.assignments or sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
-    mismatches, timings, _ = simulate(assignments, args.submission or KINDS, workdir=args.workdir,
-                                      timeout=args.timeout)
+    mismatches, timings, _ = simulate(assignments, kinds, workdir=args.workdir, timeout=args.timeout)
     for key, value in timings.items():
         print(f"{key:<32s} {value:7.1f}")
     for line in mismatches:

@@ -10,10 +10,12 @@ They run inside the ``nbgrader autograde`` process, out of reach of the learner'
   the cell and every later code cell get an error output instead of the whole submission
   failing; cells that ran before keep their points.
 - ``AuditSubmission`` (after execution): reads the code the learner wrote (every cell that is
-  not read-only) and finds tampering with the grading machinery — monkeypatching modules,
-  reaching the interpreter (``builtins``, ``sys.modules``, ``exec``, dunder attributes), importing
-  ``tutor`` or the reference ``solutions``, touching files. Every graded cell after the first
-  such cell scores 0 and shows why.
+  not read-only) and finds what reaches the grading machinery — writing to imported modules,
+  functions and classes (``torch.allclose = …``, ``sys.modules[…]``, ``builtins``), walking
+  frames, running computed code, importing the reference ``solutions``, touching files, shell
+  commands — or uses the built-in the exercise replaces. The graded cells of the exercise that
+  holds such code score 0 and say which line and why; ordinary Python on the learner's own
+  objects is never judged by the spelling of a name.
 
 ``configure(c)`` installs them in an nbgrader config object (see ``nbgrader_config.py``).
 """
@@ -29,184 +31,390 @@ from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, IgnorePattern,
     LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
+from .guard import FORBIDDEN_BUILTINS
+
 KERNEL_LOST = ("内核已退出或超时后无法中断，此单元及之后的单元未运行 / The kernel died or could not be "
                "interrupted after a timeout: this cell and the cells after it did not run")
-FROM_SCRATCH = ("从零实现：第 {cell} 个单元第 {line} 行用了内置的 {name}，本练习的评分单元不计分 / "
-                "From scratch: cell {cell}, line {line} uses the built-in {name}; this exercise's graded cells score 0")
-TAMPERED = ("评分已作废：第 {cell} 个单元第 {line} 行{what}。请只实现练习本身 / "
-            "Not graded: cell {cell}, line {line}: {what_en}. Implement the exercise itself")
+FROM_SCRATCH = ("从零实现：第 {cell} 个单元第 {line} 行用了内置的 {name}，本练习（{exercise}）的评分单元不计分 / "
+                "From scratch: cell {cell}, line {line} uses the built-in {name}; the graded cells of this "
+                "exercise ({exercise}) score 0")
+TAMPERED = ("评分已作废：第 {cell} 个单元第 {line} 行{what}，本练习（{exercise}）的评分单元不计分；请只实现练习本身 / "
+            "Not graded: cell {cell}, line {line} {what_en}, so the graded cells of this exercise ({exercise}) "
+            "score 0; implement the exercise itself")
 
-# Modules a learner's exercise code never needs and that reach into the interpreter, the
-# grading code or the file system.
-FORBIDDEN_MODULES = {
-    "builtins", "sys", "importlib", "gc", "ctypes", "inspect", "types", "unittest", "IPython",
-    "nbgrader", "tutor", "solutions", "os", "subprocess", "shutil", "pathlib", "io", "codecs",
+# What the audit judges is what code does to objects that are not the learner's own: the modules
+# and functions the notebook imports (the grader uses the same objects), the interpreter, the files
+# of the course. Ordinary Python on the learner's own definitions is never judged by its spelling.
+#
+# Module trees whose attributes a learner may set: plotting and progress-bar style, cuDNN
+# switches, environment variables (``KMP_DUPLICATE_LIB_OK`` on macOS).
+CONFIG_PATHS = ("matplotlib", "tqdm", "torch.backends", "os.environ")
+# Reaching these lets code see or change the grader's frames and functions from the inside.
+FRAME_ATTRS = {"gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame"}
+INTERNAL_DUNDERS = {"__globals__", "__closure__", "__subclasses__", "__builtins__"}
+# Writing these replaces what an object is or how a function runs.
+WRITE_DUNDERS = {"__class__", "__code__", "__globals__", "__defaults__", "__kwdefaults__", "__dict__",
+                 "__bases__", "__closure__"}
+# Calls that walk frames, hook the interpreter, find objects in memory, or touch files and processes.
+FORBIDDEN_CALLS = {
+    "sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook", "threading.settrace",
+    "threading.setprofile", "inspect.currentframe", "inspect.stack", "inspect.trace",
+    "inspect.getouterframes", "inspect.getinnerframes", "gc.get_objects", "gc.get_referrers",
+    "gc.get_referents", "importlib.reload",
 }
-FORBIDDEN_NAMES = {
-    "__import__", "__builtins__", "__loader__", "__spec__", "exec", "eval", "compile", "globals",
-    "vars", "open", "breakpoint", "get_ipython", "delattr",
-}
-# Frame and generator internals: the road from a learner's function to the check's locals.
-FORBIDDEN_ATTRS = {"gi_frame", "cr_frame", "ag_frame", "f_back", "f_locals", "f_globals",
-                   "f_builtins", "tb_frame", "tb_next", "overrides", "library"}
-# Subclassing these lets an output lie to the comparison (``__torch_function__``, overridden methods).
+FORBIDDEN_CALL_TREES = ("ctypes", "subprocess", "os.system", "os.popen", "os.remove", "os.unlink",
+                        "os.rename", "os.replace", "os.rmdir", "os.removedirs", "os.mkdir", "os.makedirs",
+                        "os.chmod", "os.link", "os.symlink", "os.truncate", "os.putenv", "os.exec", "os.spawn",
+                        "os.fork", "shutil.copy", "shutil.move", "shutil.rmtree", "shutil.copytree")
+FILE_WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "touch", "symlink_to", "hardlink_to"}
+OPENERS = {"open", "io.open", "codecs.open"}
+NAMESPACE_MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+# Magics that only time or display: their code (for cell magics) is audited like any cell.
+SAFE_MAGICS = {"time", "timeit", "matplotlib", "precision", "pprint", "who", "whos"}
+# Subclassing these lets an output lie to the comparison; defining these hooks does the same.
 FORBIDDEN_BASES = {"Tensor", "ndarray", "Parameter", "TorchFunctionMode", "TorchDispatchMode"}
-# The built-ins an exercise replaces (as in tutor.guard). Used inside a learner's function or
-# class, they void the graded cells of that exercise (up to the next exercise cell); the checks'
-# run-time guard covers the cells that call it later.
-BUILTIN_REPLACED = {"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention",
-                    "layer_norm", "native_layer_norm", "LayerNorm", "rms_norm", "RMSNorm", "Transformer",
-                    "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
-                    "TransformerDecoderLayer"}
-ALLOWED_DUNDER_ATTRS = {"__init__", "__name__", "__doc__"}
-ALLOWED_DUNDER_DEFS = {"__init__", "__repr__", "__str__", "__len__", "__getitem__", "__iter__",
-                       "__post_init__"}
-# Names the locked setup cells bind to modules; assigning to their attributes is monkeypatching.
-MODULE_NAMES = {"torch", "np", "numpy", "nn", "F", "math", "random", "plt", "tqdm"}
+FORBIDDEN_DEFS = {"__torch_function__", "__torch_dispatch__"}
+REFERENCE = "solutions"
 
 
-def _root(node):
-    """The name an attribute/subscript chain starts from (``torch`` in ``torch.testing.x``)."""
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+def _constant(node):
+    """The value of a string expression made of literals (``"a" + "b"``, ``f"{'x'}"``), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _constant(node.left), _constant(node.right)
+        return None if left is None or right is None else left + right
+    return None
 
 
-def _is_chain(node):
-    return isinstance(node, (ast.Name, ast.Attribute))
+def _under(path, trees):
+    return any(path == tree or path.startswith(tree + ".") or path.startswith(tree + "[") for tree in trees)
+
+
+def _targets(node):
+    """The assignment targets inside a (possibly nested, starred) target expression."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [t for elt in node.elts for t in _targets(elt)]
+    if isinstance(node, ast.Starred):
+        return _targets(node.value)
+    return [node]
 
 
 class _Auditor(ast.NodeVisitor):
-    """Collect ``(line, 中文, English)`` for each tampering construct in a parsed cell."""
+    """Collect ``(line, 中文, English)`` for each construct in a parsed cell that reaches the grading.
 
-    def __init__(self, modules):
-        self.modules = modules  # module-like names; grows with imports and aliases
+    ``external`` maps each name bound to an object from outside the learner's code (an imported
+    module, function or class, or an alias of one) to its dotted path (``F`` ->
+    ``torch.nn.functional``). It carries across the cells of a notebook and is updated as names
+    are imported, aliased or re-bound to the learner's own values.
+    """
+
+    def __init__(self, external):
+        self.external = external
         self.found = []
+        self._line = None  # the line of the exec/eval call whose literal code is being audited
 
     def flag(self, node, zh, en):
-        self.found.append((getattr(node, "lineno", 0), zh, en))
+        self.found.append((self._line or getattr(node, "lineno", 0), zh, en))
+
+    def path(self, node):
+        """Dotted path of the outside object ``node`` denotes, or None for the learner's own values."""
+        if isinstance(node, ast.Name):
+            return self.external.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.path(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        if isinstance(node, ast.NamedExpr):
+            return self.path(node.value)
+        if isinstance(node, ast.Subscript):
+            if _constant(node.slice) == "__builtins__":
+                return "builtins"
+            base = self.path(node.value)
+            return None if base is None else f"{base}[...]"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            if node.func.id == "vars":
+                base = self.path(node.args[0])
+                return None if base is None else f"{base}.__dict__"
+            if node.func.id == "getattr":
+                base, attr = self.path(node.args[0]), _constant(node.args[1]) if len(node.args) > 1 else None
+                return None if base is None else f"{base}.{attr or '?'}"
+        return None
+
+    # -- names bound by the cell -------------------------------------------------------------
+    def bind(self, target, value_path=None):
+        for node in _targets(target):
+            if isinstance(node, ast.Name):
+                if value_path is None:
+                    self.external.pop(node.id, None)  # now the learner's own value
+                else:
+                    self.external[node.id] = value_path
+            else:
+                self.write(node)
+
+    def write(self, node):
+        """An attribute or item of ``node.value`` is set or deleted."""
+        if isinstance(node, ast.Attribute) and node.attr in WRITE_DUNDERS:
+            self.flag(node, f"改写了 {node.attr}", f"rewrites {node.attr}")
+            return
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            path = self.path(node)
+            if path is not None and not _under(path, CONFIG_PATHS):
+                self.flag(node, f"修改了外部对象 {path}", f"modifies {path}, which is not the learner's own object")
+
+    def import_(self, node, module):
+        if _under(module, [REFERENCE]):
+            self.flag(node, f"导入了参考实现 {module}", f"imports the reference implementation {module}")
 
     def visit_Import(self, node):
         for alias in node.names:
-            self._import(node, alias.name)
-            self.modules.add((alias.asname or alias.name).split(".")[0])
+            self.import_(node, alias.name)
+            if alias.asname:
+                self.external[alias.asname] = alias.name
+            else:
+                self.external[alias.name.split(".")[0]] = alias.name.split(".")[0]
 
     def visit_ImportFrom(self, node):
-        self._import(node, node.module or "")
+        module = "." * node.level + (node.module or "")
         for alias in node.names:
-            self.modules.add(alias.asname or alias.name)
-
-    def _import(self, node, module):
-        parts = module.split(".")
-        if parts[0] in FORBIDDEN_MODULES or any(p.startswith("_") or p in FORBIDDEN_ATTRS for p in parts):
-            self.flag(node, f"导入了 {module}", f"imports {module}")
-
-    def visit_Name(self, node):
-        if node.id in FORBIDDEN_NAMES:
-            self.flag(node, f"使用了 {node.id}", f"uses {node.id}")
-
-    def visit_Attribute(self, node):
-        attr = node.attr
-        if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDER_ATTRS:
-            self.flag(node, f"访问了 {attr}", f"accesses {attr}")
-        elif attr.startswith("_") and _root(node) in self.modules:
-            self.flag(node, f"访问了模块私有属性 {attr}", f"accesses the private attribute {attr}")
-        elif attr in FORBIDDEN_ATTRS or attr.startswith("register_module_"):
-            self.flag(node, f"访问了 {attr}", f"accesses {attr}")
-        self.generic_visit(node)
-
-    def visit_Call(self, node):
-        func = node.func
-        if isinstance(func, ast.Name) and func.id == "setattr":
-            if not (node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"):
-                self.flag(node, "对 self 以外的对象调用 setattr", "calls setattr on something other than self")
-        if isinstance(func, ast.Name) and func.id == "type" and len(node.args) == 3:
-            self.flag(node, "用 type() 动态创建类", "creates a class with type()")
-        if isinstance(func, ast.Name) and func.id in {"getattr", "hasattr"} and len(node.args) > 1:
-            name = node.args[1]
-            if isinstance(name, ast.Constant) and str(name.value).startswith("_"):
-                self.flag(node, f"用 getattr 访问了 {name.value}", f"uses getattr on {name.value}")
-        self.generic_visit(node)
-
-    def _targets(self, node, targets):
-        for target in targets:
-            for sub in ast.walk(target):
-                if isinstance(sub, (ast.Attribute, ast.Subscript)) and _root(sub) in self.modules:
-                    self.flag(node, f"修改了模块 {_root(sub)} 的属性", f"modifies the module {_root(sub)}")
-                    return
+            self.import_(node, f"{module}.{alias.name}" if module else alias.name)
+            if alias.name != "*":
+                self.external[alias.asname or alias.name] = f"{module}.{alias.name}"
 
     def visit_Assign(self, node):
-        self._targets(node, node.targets)
-        # ``t = torch`` / ``T = torch.Tensor``: the alias is module-like too.
-        if _is_chain(node.value) and _root(node.value) in self.modules:
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    self.modules.add(target.id)
-        self.generic_visit(node)
-
-    def visit_AugAssign(self, node):
-        self._targets(node, [node.target])
-        self.generic_visit(node)
+        self.visit(node.value)
+        value = self.path(node.value)
+        for target in node.targets:
+            self.bind(target, value)
+            self._visit_target(target)
 
     def visit_AnnAssign(self, node):
-        self._targets(node, [node.target])
-        self.generic_visit(node)
+        if node.value is not None:
+            self.visit(node.value)
+            self.bind(node.target, self.path(node.value))
+        self._visit_target(node.target)
+
+    def visit_AugAssign(self, node):
+        self.visit(node.value)
+        self.bind(node.target)
+        self._visit_target(node.target)
+
+    def visit_NamedExpr(self, node):
+        self.visit(node.value)
+        self.bind(node.target, self.path(node.value))
 
     def visit_Delete(self, node):
-        self._targets(node, node.targets)
-        self.generic_visit(node)
+        for target in node.targets:
+            self.bind(target)
+            self._visit_target(target)
 
     def visit_For(self, node):
-        self._targets(node, [node.target])
-        self.generic_visit(node)
+        self.visit(node.iter)
+        self.bind(node.target)
+        self._visit_target(node.target)
+        for stmt in node.body + node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For
+
+    def visit_withitem(self, node):
+        self.visit(node.context_expr)
+        if node.optional_vars is not None:
+            self.bind(node.optional_vars)
+            self._visit_target(node.optional_vars)
+
+    def visit_comprehension(self, node):
+        self.visit(node.iter)
+        self.bind(node.target)
+        for cond in node.ifs:
+            self.visit(cond)
+
+    def _visit_target(self, target):
+        """Read-side checks inside a target (``x.f_back.y = 1`` walks a frame)."""
+        for node in _targets(target):
+            if isinstance(node, (ast.Attribute, ast.Subscript)):
+                self.visit(node.value)
+                if isinstance(node, ast.Subscript):
+                    self.visit(node.slice)
 
     def visit_FunctionDef(self, node):
-        name = node.name
-        if name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDER_DEFS:
-            self.flag(node, f"定义了特殊方法 {name}", f"defines the special method {name}")
+        if node.name in FORBIDDEN_DEFS:
+            self.flag(node, f"定义了 {node.name}", f"defines {node.name}, which lets an output lie to the checks")
+        self.external.pop(node.name, None)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node):
-        for base in node.bases:
-            name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
-            if name in FORBIDDEN_BASES:
-                self.flag(node, f"继承了 {name}", f"subclasses {name}")
+        self._bases(node, node.bases)
+        self.external.pop(node.name, None)
         self.generic_visit(node)
 
+    def _bases(self, node, bases):
+        for base in bases:
+            name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            if name in FORBIDDEN_BASES:
+                self.flag(node, f"继承了 {name}", f"subclasses {name}, which lets an output lie to the checks")
 
-def audit_source(source, modules=None):
-    """Return ``[(line, 中文, English), ...]`` for each tampering construct in one cell's code.
+    # -- reads and calls -----------------------------------------------------------------------
+    def visit_Attribute(self, node):
+        self._attr_read(node, node.attr)
+        self.generic_visit(node)
 
-    ``modules`` (a set, updated in place) carries module-like names across the cells of a notebook.
-    IPython syntax (``%magic``, ``!shell``) is translated first, so it shows up as ``get_ipython``.
+    def _attr_read(self, node, attr):
+        if attr in FRAME_ATTRS or attr in INTERNAL_DUNDERS:
+            self.flag(node, f"访问了解释器内部的 {attr}", f"reaches into the interpreter with {attr}")
+
+    def visit_Name(self, node):
+        if node.id in ("exec", "eval", "compile", "__import__", "get_ipython"):
+            self.flag(node, f"使用了 {node.id}", f"uses {node.id}")  # a call of these is handled below
+
+    def visit_Call(self, node):
+        func, path = node.func, self.path(node.func)
+        name = func.id if isinstance(func, ast.Name) else None
+        if name in ("exec", "eval", "compile") or path in ("builtins.exec", "builtins.eval", "builtins.compile"):
+            self._run_code(node)
+        elif name == "__import__" or path in ("importlib.import_module", "builtins.__import__"):
+            module = _constant(node.args[0]) if node.args else None
+            if module is None:
+                self.flag(node, "动态导入了模块", "imports a module whose name is computed at run time")
+            else:
+                self.import_(node, module)
+        elif self._magic(node):
+            pass
+        else:
+            self._call(node, func, path, name)
+            self.visit(func)
+        for arg in node.args[1:] if name in ("exec", "eval", "compile") else node.args:
+            self.visit(arg)
+        for keyword in node.keywords:
+            self.visit(keyword.value)
+
+    def _call(self, node, func, path, name):
+        if path is not None and (path in FORBIDDEN_CALLS or _under(path, FORBIDDEN_CALL_TREES)):
+            self.flag(node, f"调用了 {path}", f"calls {path}")
+        if name in ("setattr", "delattr") or (isinstance(func, ast.Attribute)
+                                               and func.attr in ("__setattr__", "__delattr__")):
+            bound = isinstance(func, ast.Attribute) and self.path(func.value) is not None
+            target = self.path(func.value) if bound else (self.path(node.args[0]) if node.args else None)
+            if target is not None and not _under(target, CONFIG_PATHS):
+                self.flag(node, f"用 {getattr(func, 'attr', name)} 修改了外部对象 {target}",
+                          f"modifies {target} with {getattr(func, 'attr', name)}")
+        if name in ("getattr", "hasattr") and len(node.args) > 1:
+            attr = _constant(node.args[1])
+            target = self.path(node.args[0])
+            if attr is not None:
+                self._attr_read(node, attr)
+            elif target is not None and _under(target, ("tutor", REFERENCE, "nbgrader", "builtins", "sys")):
+                self.flag(node, f"用计算出的名字读取了 {target} 的属性",
+                          f"reads an attribute of {target} by a computed name")
+        if name == "type" and len(node.args) == 3:
+            bases = node.args[1]
+            if isinstance(bases, ast.Tuple):
+                self._bases(node, bases.elts)
+            else:
+                self.flag(node, "用 type() 创建了基类未知的类", "creates a class with type() from unknown bases")
+        if (name in OPENERS or path in OPENERS) and self._writes(node):
+            self.flag(node, "以写入方式打开了文件", "opens a file for writing")
+        if isinstance(func, ast.Attribute):
+            if func.attr in FILE_WRITE_METHODS:
+                self.flag(node, f"用 {func.attr} 修改了文件", f"changes files with {func.attr}")
+            receiver = self.path(func.value)
+            if func.attr in NAMESPACE_MUTATORS and receiver is not None and (
+                    receiver.endswith("__dict__") or _under(receiver, ("sys.modules", "builtins"))):
+                self.flag(node, f"修改了 {receiver}", f"modifies {receiver}")
+
+    @staticmethod
+    def _writes(node):
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if mode is None:
+            return False
+        value = _constant(mode)
+        return value is None or any(c in value for c in "wax+")
+
+    def _run_code(self, node):
+        """``exec``/``eval``/``compile`` of a literal is audited as code; of a computed string, flagged."""
+        code = _constant(node.args[0]) if node.args else None
+        if code is None:
+            self.flag(node, f"用 {getattr(node.func, 'id', 'exec')} 运行了运行时拼出的代码",
+                      f"runs code built at run time with {getattr(node.func, 'id', 'exec')}")
+            return
+        self._nested(node, code)
+
+    def _nested(self, node, code):
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            return
+        outer, self._line = self._line, self._line or node.lineno
+        self.visit(tree)
+        self._line = outer
+
+    def _magic(self, node):
+        """``%magic`` / ``!shell`` as IPython translates them: ``get_ipython().run_line_magic(...)``."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                and getattr(func.value.func, "id", None) == "get_ipython"):
+            return False
+        magic = _constant(node.args[0]) if node.args else None
+        if func.attr in ("run_line_magic", "run_cell_magic") and magic in SAFE_MAGICS:
+            if func.attr == "run_cell_magic" and len(node.args) > 2:
+                body = _constant(node.args[2])
+                if body is not None:
+                    self._nested(node, body)
+            return True
+        shown = "!" if func.attr in ("system", "getoutput") else f"%{magic}" if magic else func.attr
+        self.flag(node, f"使用了 IPython 命令 {shown}", f"uses the IPython command {shown}")
+        return True
+
+
+# The names the course's setup cells bind, for auditing a cell on its own (tests, tools); a
+# notebook's audit learns them from its own read-only cells instead.
+SETUP_NAMES = {"__builtins__": "builtins", "torch": "torch", "np": "numpy", "numpy": "numpy", "nn": "torch.nn",
+               "F": "torch.nn.functional", "math": "math", "random": "random", "plt": "matplotlib.pyplot",
+               "report": "tutor.grading.report", "grade": "tutor.grading.grade"}
+
+
+def _parse(source):
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return None  # the kernel cannot run it either: the cell errors and nothing is tampered with
+
+
+def audit_source(source, external=None):
+    """Return ``[(line, 中文, English), ...]`` for each construct in one cell that reaches the grading.
+
+    ``external`` (a dict, updated in place) carries the names bound to outside objects across the
+    cells of a notebook (default: a copy of ``SETUP_NAMES``). IPython syntax (``%magic``,
+    ``!shell``) is translated first.
     """
-    modules = set(MODULE_NAMES) if modules is None else modules
-    try:
-        tree = ast.parse(TransformerManager().transform_cell(source))
-    except SyntaxError:
-        return []  # the kernel cannot run it either: the cell errors and nothing is tampered with
-    auditor = _Auditor(modules)
-    auditor.visit(tree)
-    return sorted(auditor.found)
-
-
-def builtin_uses(source):
-    """``[(line, name)]``: replaced built-ins (``F.layer_norm``, …) used inside a def or class body."""
-    try:
-        tree = ast.parse(TransformerManager().transform_cell(source))
-    except SyntaxError:
+    external = dict(SETUP_NAMES) if external is None else external
+    tree = _parse(source)
+    if tree is None:
         return []
+    auditor = _Auditor(external)
+    auditor.visit(tree)
+    return sorted(set(auditor.found))
+
+
+def builtin_uses(source, external=None):
+    """``[(line, name)]``: a built-in an exercise replaces (``F.layer_norm``, …), by whatever name,
+    used inside a def or class body, or imported by name. ``external`` as in ``audit_source``,
+    as it stands before the cell (not changed)."""
+    tree = _parse(source)
+    if tree is None:
+        return []
+    auditor = _Auditor(dict(SETUP_NAMES) if external is None else dict(external))
     found = []
     for top in tree.body:
         if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for node in ast.walk(top):
-                if isinstance(node, ast.Attribute) and node.attr in BUILTIN_REPLACED \
-                        and _root(node) in MODULE_NAMES | {"torch"}:
-                    found.append((node.lineno, node.attr))
-        elif isinstance(top, ast.ImportFrom):
-            found += [(top.lineno, a.name) for a in top.names if a.name in BUILTIN_REPLACED]
+            found += [(node.lineno, FORBIDDEN_BUILTINS[path]) for node in ast.walk(top)
+                      if isinstance(node, (ast.Name, ast.Attribute))
+                      and (path := auditor.path(node)) in FORBIDDEN_BUILTINS]
+        elif isinstance(top, (ast.Import, ast.ImportFrom)):
+            auditor.visit(top)
+            found += [(top.lineno, FORBIDDEN_BUILTINS[auditor.external[a.asname or a.name]]) for a in top.names
+                      if auditor.external.get(a.asname or a.name) in FORBIDDEN_BUILTINS]
     return found
 
 
@@ -303,29 +511,48 @@ class ResilientExecute(Execute):
             return cell, resources
 
 
+def _exercise_name(cell):
+    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+    return grade_id.removeprefix("impl_") or "?"
+
+
 class AuditSubmission(NbGraderPreprocessor):
-    """Score 0 every graded cell that runs after learner code tampering with the grading, and the
-    graded cells of an exercise whose code uses the built-in it replaces."""
+    """Score 0 the graded cells of an exercise whose code reaches the grading machinery or uses the
+    built-in the exercise replaces; other exercises keep their points.
+
+    An exercise spans its solution cell, the cells the learner adds after it and its graded cells,
+    up to the next solution cell (cells before the first solution cell belong to the first). Every
+    code cell is read in order, so names bound by read-only cells (the setup cell's imports) are
+    known; only cells the learner can edit are judged.
+    """
 
     def preprocess(self, nb, resources):
-        modules = set(MODULE_NAMES)
-        tampered = builtin = None
-        for number, cell in enumerate(nb.cells, start=1):
-            if utils.is_solution(cell):
-                builtin = None
-                uses = builtin_uses(cell.source)
-                if uses:
-                    builtin = FROM_SCRATCH.format(cell=number, line=uses[0][0], name=uses[0][1])
-            if builtin is not None and utils.is_grade(cell) and cell.cell_type == "code":
-                cell.outputs.append(_error_output("FromScratchViolation", builtin))
-            if tampered is None and cell.cell_type == "code" and not utils.is_locked(cell):
-                found = audit_source(cell.source, modules)
-                if found:
-                    line, zh, en = found[0]
-                    tampered = TAMPERED.format(cell=number, line=line, what=zh, what_en=en)
-                    self.log.warning("Tampering in cell %d: %s", number, tampered)
-            if tampered is not None and utils.is_grade(cell) and cell.cell_type == "code":
-                cell.outputs.append(_error_output("IntegrityError", tampered))
+        external = {"__builtins__": "builtins"}
+        starts = [i for i, cell in enumerate(nb.cells) if utils.is_solution(cell) and cell.cell_type == "code"]
+        owners = [max([s for s in starts if s <= i], default=starts[0] if starts else None)
+                  for i in range(len(nb.cells))]  # cell index -> the solution cell of its exercise
+        verdicts = {}  # solution cell index -> (error name, message) for the first problem in its exercise
+        for index, (cell, owner) in enumerate(zip(nb.cells, owners)):
+            if cell.cell_type != "code":
+                continue
+            before = dict(external)
+            found = audit_source(cell.source, external)
+            if owner is None or utils.is_locked(cell) or owner in verdicts:
+                continue
+            exercise = _exercise_name(nb.cells[owner])
+            uses = builtin_uses(cell.source, before)
+            if found:
+                line, zh, en = found[0]
+                message = TAMPERED.format(cell=index + 1, line=line, what=zh, what_en=en, exercise=exercise)
+                verdicts[owner] = ("IntegrityError", message)
+                self.log.warning("Tampering in cell %d: %s", index + 1, message)
+            elif uses:
+                line, name = uses[0]
+                verdicts[owner] = ("FromScratchViolation",
+                                   FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise))
+        for cell, owner in zip(nb.cells, owners):
+            if owner in verdicts and utils.is_grade(cell) and cell.cell_type == "code":
+                cell.outputs.append(_error_output(*verdicts[owner]))
         return nb, resources
 
 

@@ -9,9 +9,10 @@ and checks that ``sys.modules`` still holds the real ``tutor`` modules. Watched:
 snapshot time is snapshotted at its first ``verify()``.
 
 This is defence in depth: the nbgrader-side audit (``tutor.hardening``) reads the learner's code;
-this module catches what actually changed at run time.
+this module catches what actually changed at run time. ``verify()`` also puts everything it finds
+changed back as it was, so a tampering costs the graded cell that meets it, and the exercises after
+it are graded by the real machinery again.
 """
-import builtins
 import sys
 
 WATCHED = ["builtins", "torch", "torch.testing", "torch.nn.functional", "numpy", "numpy.testing",
@@ -22,12 +23,13 @@ INTERACTIVE_BUILTINS = {"exit", "quit", "copyright", "credits", "license", "help
                         "input", "raw_input"}  # ipykernel installs a fresh input() for every execute request
 TAMPERED = ("评分机制被修改，本题不计分：{what} / The grading machinery was modified, this cell is not graded: {what}")
 
-_snapshot = {}  # label -> (object, {attribute name: id})
+_snapshot = {}  # label -> (object, {attribute name: value})
 _modules = {}   # module name -> module object at snapshot time
+_MISSING = object()
 
 
 def _attributes(obj):
-    return {k: id(v) for k, v in list(vars(obj).items())}
+    return dict(vars(obj))
 
 
 def _take(label, obj):
@@ -48,26 +50,38 @@ def snapshot():
             _take(label, getattr(module, cls_name))
 
 
+def _changed(obj, attrs):
+    now = vars(obj)
+    return sorted(k for k, v in attrs.items()
+                  if now.get(k, _MISSING) is not v and not k.startswith("_") and k not in INTERACTIVE_BUILTINS)
+
+
 def problems():
     """Bilingual descriptions of everything that changed since the snapshot (empty: intact)."""
-    found = []
-    for name, module in _modules.items():
-        if sys.modules.get(name) is not module:
-            found.append(f"sys.modules[{name!r}] 被替换 / was replaced")
+    found = [f"sys.modules[{name!r}] 被替换 / was replaced"
+             for name, module in _modules.items() if sys.modules.get(name) is not module]
     for label, (obj, attrs) in _snapshot.items():
-        now = _attributes(obj)
-        changed = [k for k, v in attrs.items()
-                   if now.get(k) != v and not k.startswith("_") and k not in INTERACTIVE_BUILTINS]
+        changed = _changed(obj, attrs)
         if changed:
-            found.append(f"{label}.{', '.join(sorted(changed)[:5])}")
-    if builtins.AssertionError is not AssertionError:
-        found.append("builtins.AssertionError")
+            found.append(f"{label}.{', '.join(changed[:5])}")
     return found
 
 
+def restore():
+    """Put every watched module back in ``sys.modules`` and every changed attribute back."""
+    for name, module in _modules.items():
+        sys.modules[name] = module
+    for obj, attrs in _snapshot.values():
+        for key in _changed(obj, attrs):
+            setattr(obj, key, attrs[key])
+
+
 def verify():
-    """Raise ``AssertionError`` naming what changed; snapshot modules imported since the last call."""
+    """Raise ``AssertionError`` naming what changed, after putting it back; snapshot modules
+    imported since the last call."""
     found = problems()
+    if found:
+        restore()
     snapshot()
     if found:
         raise AssertionError(TAMPERED.format(what="; ".join(found)))

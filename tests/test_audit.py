@@ -1,0 +1,180 @@
+"""The submission audit (``tutor.hardening``) on its own, without running nbgrader: it flags what
+reaches the grading machinery, never ordinary Python, and voids only the exercise that holds it.
+
+End to end through ``nbgrader autograde`` the same rules are proven by tests/test_class_simulation.py.
+"""
+import copy
+import inspect
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader import utils
+
+import solutions
+from tools import simulate_class
+from tutor.hardening import AuditSubmission, audit_source, builtin_uses
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Ordinary Python a learner writes; none of it may be flagged.
+ORDINARY = {
+    "getattr_picks_activation": "self.act = getattr(F, activation)",
+    "setattr_on_self": "setattr(self, f'head_{i}', nn.Linear(4, 4))",
+    "tensor_item_writes": "x = torch.zeros(3)\nx[0] = 1.0\nx.requires_grad = True",
+    "optimizer_groups": "for group in optimizer.param_groups:\n    group['lr'] = 0.1",
+    "dunders_for_itself": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                           "    def __repr__(self):\n        return 'M'\n    def __call__(self, x):\n        return x\n"
+                           "    def __getitem__(self, i):\n        return i"),
+    "base_init_calls": ("class MultiHeadAttention(nn.Module):\n    def __init__(self):\n"
+                        "        nn.Module.__init__(self)\n        super(MultiHeadAttention, self).__init__()\n"
+                        "    def extra_repr(self):\n"
+                        "        return f'{self.__class__.__name__} {type(self).__name__} {vars(self)}'"),
+    "stdlib_imports": ("import io, typing, functools, itertools, collections, dataclasses, math, os\n"
+                       "from typing import Optional\nimport torch.nn.functional as F2\ny = F2.relu(torch.ones(2))"),
+    "decorators": ("@functools.lru_cache(maxsize=None)\ndef f(n):\n    return n\n\nclass A:\n    @staticmethod\n"
+                   "    def g():\n        return 1\n\n@torch.no_grad()\ndef h(m):\n    return m"),
+    "plot_and_backend_settings": ("plt.rcParams['figure.dpi'] = 100\ntorch.backends.cudnn.deterministic = True\n"
+                                  "import os\nos.environ['KMP_DUPLICATE_LIB_OK'] = 'TRUE'"),
+    "timing_magics": "%timeit x = 1\n",
+    "cell_timing_magic": "%%time\ny = 2\n",
+    "exec_of_plain_code": "exec('y = 3')",
+    "read_a_file": "import os\np = os.path.join('a', 'b')\nwith open('data.txt') as f:\n    text = f.read()",
+    "rebound_name": "F = object()\nF.x = 1",
+    "helper_class_vars_repr": ("class Stats:\n    def __call__(self, x):\n        return x.mean(-1, keepdim=True)\n"
+                               "    def __repr__(self):\n        return repr(vars(self))"),
+    "class_split_over_cells": "def _forward(self, x):\n    return x\nLayerNorm.forward = _forward",
+    "assert_and_fstring": "assert d_model % num_heads == 0, f'{d_model} % {num_heads} != 0'",
+    "torch_save": "torch.save(model.state_dict(), 'copy.pt')",
+}
+
+# Code that reaches the grading machinery, beyond the end-to-end kinds of simulate_class.TAMPERING.
+HOSTILE = {
+    "globals_builtins": "globals()['__builtins__']['AssertionError'] = KeyboardInterrupt",
+    "vars_of_module": "vars(torch)['allclose'] = lambda *a, **k: True",
+    "module_dict": "torch.__dict__['allclose'] = lambda *a, **k: True",
+    "setattr_on_module": "setattr(torch, 'allclose', lambda *a, **k: True)",
+    "object_setattr": "object.__setattr__(torch, 'allclose', print)",
+    "sys_modules_pop": "import sys\nsys.modules.pop('tutor.grading')",
+    "grade_globals": "g = grade.__globals__",
+    "grade_code": "grade.__code__ = (lambda *a: None).__code__",
+    "checks_alias": "import tutor.checks as c\nc.run_check = lambda *a: None",
+    "from_tutor": "from tutor import checks\nchecks._compare = lambda *a: None",
+    "exec_alias": "e = exec\ne('x = 1')",
+    "eval_computed": "s = 'import builtins'\neval(compile(s, 'x', 'exec'))",
+    "import_module_folded": "import importlib\nm = importlib.import_module('sol' + 'utions')",
+    "dunder_import": "m = __import__('solutions')",
+    "from_solutions": "from solutions import MultiHeadAttention",
+    "builtins_alias": "import builtins as b\nb.print = None",
+    "stderr_swapped": "import sys, io\nsys.stderr = io.StringIO()",
+    "patch_inside_forward": "def forward(self, x):\n    torch.allclose = lambda *a, **k: True\n    return x",
+    "gc_objects": "import gc\nobjs = gc.get_objects()",
+    "lambda_globals": "(lambda: 0).__globals__['x'] = 1",
+    "current_frame": "import inspect\nf = inspect.currentframe().f_back",
+    "shell": "!rm -rf /tmp/x",
+    "run_magic": "%run other.py",
+    "bash_magic": "%%bash\necho hi",
+    "path_write": "from pathlib import Path\nPath('x.py').write_text('x')",
+    "for_target": "for torch.x in range(3):\n    pass",
+    "open_for_writing": "with open('f.py', 'w') as fh:\n    fh.write('x')",
+    "module_call": "nn.Module.__call__ = lambda self, *a: a",
+    "tensor_eq": "torch.Tensor.__eq__ = lambda a, b: True",
+    "exec_literal_in_def": "def f():\n    exec('import builtins\\nbuiltins.len = None')",
+    "computed_getattr_on_grader": "name = 'x'\nv = getattr(grade, name)",
+    "type_with_tensor_base": "X = type('X', (torch.Tensor,), {})",
+    "torch_function_hook": ("class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+                            "        return True"),
+    "subprocess": "import subprocess\nsubprocess.run(['ls'])",
+    "settrace": "import sys\nsys.settrace(None)",
+    "del_module_attr": "del torch.allclose",
+    "walrus_alias": "(t := torch).allclose = None",
+    "class_swap": "x = torch.ones(2)\nx.__class__ = object",
+    "function_defaults": "from torch import allclose\nallclose.__defaults__ = (1.0,)",
+    "append_mode": "open('x', mode='a')",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORDINARY))
+def test_audit_accepts_ordinary_code(name):
+    assert audit_source(ORDINARY[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE) + [f"e2e_{k}" for k in sorted(simulate_class.TAMPERING)])
+def test_audit_flags_what_reaches_the_grading(name):
+    code = simulate_class.TAMPERING[name[4:]] if name.startswith("e2e_") else HOSTILE[name]
+    found = audit_source(code)
+    assert found, f"{name} not flagged"
+    line, zh, en = found[0]
+    assert line >= 1 and zh and en.isascii()
+
+
+def test_audit_accepts_every_reference_answer():
+    """The reference package is what a perfect learner writes: never flagged."""
+    flagged = {name: found for name in dir(solutions)
+               if inspect.isclass(obj := getattr(solutions, name)) or inspect.isfunction(obj)
+               if (found := audit_source(inspect.getsource(obj)))}
+    assert not flagged
+
+
+@pytest.mark.parametrize("name", sorted(simulate_class.BUILTIN_CHEATS))
+def test_builtin_inside_an_implementation_is_found(name):
+    assert builtin_uses(simulate_class.BUILTIN_CHEATS[name])
+
+
+def test_builtin_found_by_any_name_and_only_inside_definitions():
+    assert builtin_uses("from torch.nn.functional import layer_norm") == [(1, "F.layer_norm")]
+    assert builtin_uses("import torch.nn.functional as fn\ndef f(x):\n    return fn.layer_norm(x, (4,))") \
+        == [(3, "F.layer_norm")]
+    assert not builtin_uses("ref = nn.MultiheadAttention(8, 2)  # a comparison outside the answer")
+    assert not builtin_uses("class LayerNorm(nn.Module):\n    pass\n\ndef f():\n    return LayerNorm()")
+
+
+def _chapters():
+    return [p.parent.name for p in sorted((ROOT / "source").glob("*/*.ipynb"))
+            if simulate_class.analyse(p.parent.name, ROOT / "source").exercises]
+
+
+def _audited(nb):
+    """{grade_id: error name} for the graded cells the audit voids."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    AuditSubmission().preprocess(nb, {})
+    return {cell.metadata["nbgrader"]["grade_id"]: out.ename for cell in nb.cells if utils.is_grade(cell)
+            for out in cell.get("outputs", []) if out.output_type == "error"}
+
+
+@pytest.mark.parametrize("chapter", _chapters())
+def test_perfect_and_idiom_submissions_are_never_flagged(chapter):
+    info = simulate_class.analyse(chapter, ROOT / "source")
+    perfect = simulate_class._perfect(info)
+    assert _audited(perfect) == {}
+    for kind in simulate_class.idiom_kinds():
+        submission = simulate_class.make_submission(kind, info)
+        if submission is not None:
+            assert _audited(submission.notebook) == {}, f"{kind} of {chapter} flagged"
+
+
+def test_tampering_voids_only_its_own_exercise():
+    """Chapter 01: ``torch.allclose`` replaced in the second exercise's cell voids that exercise's
+    graded cells, with a message naming the line; the other three exercises keep theirs."""
+    info = simulate_class.analyse("01_attention", ROOT / "source")
+    nb = simulate_class._perfect(info)
+    index, names = info.exercises[1]
+    nb.cells[index].source += "\n\ntorch.allclose = lambda *args, **kwargs: True"
+    voided = _audited(nb)
+    own = {g for g, i in info.grade_index.items() if index < i < info.exercises[2][0]}
+    assert own and set(voided) == own and set(voided.values()) == {"IntegrityError"}
+    message = next(o.evalue for c in AuditSubmission().preprocess(copy.deepcopy(nb), {})[0].cells
+                   if utils.is_grade(c) for o in c.outputs if o.output_type == "error")
+    assert f"({names[0]})" in message and "torch.allclose" in message and "line" in message
+
+
+def test_a_learner_added_cell_belongs_to_the_exercise_before_it():
+    info = simulate_class.analyse("01_attention", ROOT / "source")
+    nb = simulate_class._perfect(info)
+    index, _ = info.exercises[2]
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell("import builtins\nbuiltins.len = None"))
+    own = {g for g, i in info.grade_index.items() if index < i < info.exercises[3][0]}
+    assert set(_audited(nb)) == own
