@@ -164,7 +164,6 @@ assert np.allclose(_col, [[0.25, 0.5], [0.75, 0.5]]), \
     "subtract the max and normalise along the same axis"
 assert np.allclose(softmax(_x[:2], axis=0), softmax(_x[:2].T).T), \
     "axis=0 应等于转置后按最后一维做 softmax / axis=0 must equal the softmax of the transpose along its last axis"
-print("softmax: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 3. 一个能手算的例子（worked example）
@@ -245,7 +244,6 @@ assert np.all(_w[..., -2:] == 0), "被遮挡的权重应为 0 / blocked weights 
 assert np.allclose(_w[:, 1:].sum(axis=-1), 1.0), "有可见键的行之和应为 1 / visible rows must sum to 1"
 assert np.all(_w[:, 0] == 0) and np.all(_out[:, 0] == 0), \
     "全被遮挡的行：权重和输出应为 0 / a fully masked row must give zero weights and output"
-print("attention_numpy: 可见测试通过 / visible tests passed")
 
 # %%
 # Reproduce the worked example of section 3 with your attention_numpy and look at it.
@@ -491,7 +489,6 @@ _X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 _out, _attn = scaled_dot_product_attention(_X, _X, _X)
 assert torch.allclose(_attn[2], torch.tensor([0.248, 0.248, 0.503]), atol=1e-3), \
     "手算例子不符（缩放对吗？）/ worked example differs (is the scaling right?)"
-print("scaled_dot_product_attention: 可见测试通过 / visible tests passed")
 
 # %% grade_id="sdpa_mask_blocks_keys" points=2
 # Visible tests of the mask contract: True = may attend; a fully masked row gives zeros, not NaN (also in gradients).
@@ -518,7 +515,6 @@ assert torch.all(_attn[..., 1, :] == 0) and torch.all(_out[..., 1, :] == 0), \
     "全被遮挡的行：权重和输出应为 0 / a fully masked row must give zero weights and output"
 _out.sum().backward()
 assert not torch.isnan(_Q.grad).any(), "梯度中出现 NaN / NaN in the gradient"
-print("mask: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 8. 看一看注意力权重
@@ -579,7 +575,6 @@ _layer.train()
 torch.manual_seed(0)
 _, _attn_train = _layer(_Q, _K, _V)
 assert (_attn_train == 0).any(), "训练模式下 dropout=0.5 应把部分权重置 0 / dropout=0.5 must zero some weights in training"
-print("ScaledDotProductAttention: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 10. 复杂度：为什么长序列贵

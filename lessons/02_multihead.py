@@ -266,7 +266,6 @@ else:
     raise AssertionError("MultiHeadAttention(512, 6) 应抛出 ValueError / must raise ValueError")
 _mha = MultiHeadAttention(512, 8)
 assert _mha.num_heads == 8 and _mha.d_k == 64, "num_heads=8 时 d_k 应为 64 / with num_heads=8, d_k must be 64"
-print("mha_rejects_bad_heads: 可见测试通过 / visible tests passed")
 
 # %% grade_id="mha_output_shapes" points=2
 # Visible tests: output shapes for self- and cross-attention, and the parameter count 4*d^2 + 4*d.
@@ -287,7 +286,6 @@ _out, _attn = _mha(_y, _x)
 assert _out.shape == (2, 3, 16), f"交叉注意力 out 形状应为 (B, T_q, d_model) = (2, 3, 16) / got {tuple(_out.shape)}"
 assert _attn.shape == (2, 4, 3, 5), f"交叉注意力 attn 形状应为 (B, H, T_q, T_k) = (2, 4, 3, 5) / got {tuple(_attn.shape)}"
 assert torch.allclose(_attn.sum(-1), torch.ones(2, 4, 3)), "每个头每个查询的权重之和应为 1 / weights must sum to 1 per head and query"
-print("mha_output_shapes: 可见测试通过 / visible tests passed")
 
 # %% grade_id="mha_matches_reference" points=5 check="MultiHeadAttention:MultiHeadAttention"
 # Visible tests: head h must be the attention of the h-th slice of the projections; masks are shared by all heads.
@@ -339,7 +337,6 @@ with torch.no_grad():
     _mha.W_o.bias.fill_(0.5)
     _out, _ = _mha(_y, _x, _pad)
 assert torch.allclose(_out, torch.full_like(_out, 0.5)), "输出应经过 W_o / the output must go through W_o"
-print("mha_matches_reference: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 6. 参数量：$4d^2 + 4d$

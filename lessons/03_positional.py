@@ -194,7 +194,6 @@ assert torch.allclose(_pe[0], torch.tensor([0.0, 1.0] * 4)), \
 _expected = torch.tensor([f(3 * w) for w in (1.0, 0.1, 0.01, 0.001) for f in (math.sin, math.cos)])
 assert torch.allclose(_pe[3], _expected, atol=1e-6), \
     f"位置 3 应为 [sin 3, cos 3, sin 0.3, cos 0.3, ...] / row 3 must be {_expected.tolist()}; got {_pe[3].tolist()}"
-print("pe_table_values: 可见测试通过 / visible tests passed")
 
 # %% grade_id="pe_table_matches_reference" points=3 check="sinusoidal_positional_encoding:sinusoidal_positional_encoding"
 # Visible tests: an odd d_model, the sin/cos pairs, the range of values, the lowest frequency.
@@ -208,7 +207,6 @@ assert torch.allclose(_pe[:, 0::2] ** 2 + _pe[:, 1::2] ** 2, torch.ones(100, 32)
 assert _pe.abs().max() <= 1.0 + 1e-6, "所有值应在 [-1, 1] 内 / all values must lie in [-1, 1]"
 assert torch.allclose(_pe[:, 62], torch.sin(torch.arange(100.0) * 10000 ** (-62 / 64)), atol=1e-5), \
     "最后一对的频率应为 10000^(-62/64)（频率差 2 倍？）/ the last pair's frequency must be 10000^(-62/64) (off by a factor 2?)"
-print("pe_table_matches_reference: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 5. 看一看这张表
@@ -337,7 +335,6 @@ assert torch.equal(_drop.eval()(_x), _drop(_x)), "eval 模式下 dropout 不起�
 torch.manual_seed(0)
 assert (_drop.train()(torch.ones(2, 10, 16)) == 0).any(), \
     "训练模式下 dropout=0.5 应把部分元素置零 / in training mode dropout=0.5 must zero some elements"
-print("pe_module_matches_reference: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 8. 易错点清单

@@ -125,7 +125,6 @@ else:
     raise AssertionError("activation='swish' 应抛出 ValueError / activation='swish' must raise ValueError")
 for _act in ("relu", "gelu"):
     assert isinstance(FeedForward(8, 32, activation=_act), nn.Module), f"'{_act}' 应被接受 / '{_act}' must be accepted"
-print("ffn_rejects_unknown_activation: 可见测试通过 / visible tests passed")
 
 # %% grade_id="ffn_matches_reference" points=3 check="FeedForward:FeedForward"
 # Visible tests: attributes, parameter count, shapes, position-wise behaviour, ReLU vs GELU.
@@ -151,7 +150,6 @@ with torch.no_grad():
     _gelu.load_state_dict(_ffn.state_dict())
     assert torch.allclose(_gelu(_x), _ffn.fc2(F.gelu(_ffn.fc1(_x))), atol=1e-6), \
         "activation='gelu' 应为 fc2(gelu(fc1(x)))（精确 GELU）/ activation='gelu' must give fc2(gelu(fc1(x))) (exact GELU)"
-print("ffn_matches_reference: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 3. 残差连接（Residual Connection）
@@ -285,7 +283,6 @@ with torch.no_grad():
         "每个 token 的有偏方差应约为 1（用了无偏方差？）/ each token's biased variance must be about 1 (unbiased variance?)"
     assert torch.allclose(_ln(_x[1:2]), _y[1:2], atol=1e-6), \
         "结果不应依赖批次里的其他样本（这是 BatchNorm 的行为）/ a sample's output must not depend on the others (that is BatchNorm)"
-print("layernorm_normalises_last_axis: 可见测试通过 / visible tests passed")
 
 # %% grade_id="layernorm_matches_reference" points=3 check="LayerNorm:LayerNorm"
 # Visible tests (float64): equality with nn.LayerNorm after copying non-default weights; small-variance inputs
@@ -305,7 +302,6 @@ with torch.no_grad():
     _x = 1e-2 * torch.randn(2, 5, 8, generator=_g, dtype=torch.float64)  # variance 1e-4, comparable to eps = 1e-4
     _err = (LayerNorm(8, eps=1e-4).double()(_x) - nn.LayerNorm(8, eps=1e-4).double()(_x)).abs().max().item()
     assert _err < 1e-8, f"eps 参数应被使用（eps=1e-4 时误差 {_err:.2e}）/ the eps argument must be used (error {_err:.2e} with eps=1e-4)"
-print("layernorm_matches_reference: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 6. 残差与归一化的两种组合：Post-LN 与 Pre-LN
@@ -430,7 +426,6 @@ with torch.no_grad():
         "归一化放错了位置：x + LN(sublayer_out) 不是 Post-LN / wrong place for the norm: x + LN(sublayer_out) is not Post-LN"
     assert torch.allclose(_y, _res.ln(_x + _s), atol=1e-6), \
         "应为 ln(x + sublayer_out) / must return ln(x + sublayer_out)"
-print("residual_layernorm_matches_reference: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 8. 加分一：RMSNorm

@@ -131,7 +131,6 @@ assert torch.equal(make_pad_mask(torch.tensor([[9, 1, 9]]), pad_id=9)[0, 0, 0], 
 _rows = _m.expand(2, 4, 5, 5)                                   # broadcast to scores (B, H, T_q, T_k)
 assert torch.all(_rows[0].sum(-1) == 3), \
     "每个查询行（包括 <pad> 的行）都应看到 3 个真实键：只遮挡键，不遮挡查询 / every query row must see the 3 real keys"
-print("make_pad_mask: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 2. 因果掩码：只能看自己和过去
@@ -174,7 +173,6 @@ assert not torch.any(torch.triu(_c[0, 0].int(), diagonal=1)), "对角线以上�
 assert torch.equal(_c[0, 0].sum(-1), torch.tensor([1, 2, 3, 4])), "查询 i 应看到 i + 1 个键 / query i must see i + 1 keys"
 assert torch.equal(make_subsequent_mask(1), torch.ones(1, 1, 1, 1, dtype=torch.bool)), "T = 1 时是 [[True]] / T = 1 gives [[True]]"
 assert make_subsequent_mask(3, device=torch.device("cpu")).device.type == "cpu", "应建在给定 device 上 / must live on the given device"
-print("make_subsequent_mask: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 3. 三种掩码，各用在哪里
@@ -269,7 +267,6 @@ with torch.no_grad():
     _y2, _ = _enc(_x2, _src_mask)
     assert torch.allclose(_y2[0, :3], _y[0, :3], atol=1e-6), \
         "改变 <pad> 位置的内容不应影响真实位置的输出 / changing <pad> positions must not change real positions"
-print("EncoderLayer: 可见测试通过 / visible tests passed")
 
 # %% grade_id="encoder_layer_matches_reference" points=3 check="EncoderLayer:EncoderLayer"
 # Visible tests: the Post-LN order, recomputed from your layer's own sublayers.
@@ -286,7 +283,6 @@ assert torch.allclose(_y, _expected, atol=1e-5), \
     "应为 x = norm1(x, attn(x)); x = norm2(x, ffn(x))（Post-LN）/ expected Post-LN: norm1(x, attn(x)) then norm2(x, ffn(x))"
 assert torch.allclose(_y.mean(-1), torch.zeros(2, 6), atol=1e-5), \
     "Post-LN 的输出在每个位置上均值为 0（最后一步是 LayerNorm）/ Post-LN output has zero mean per position"
-print("EncoderLayer: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 5. 解码器层（Decoder Layer）
@@ -345,7 +341,6 @@ with torch.no_grad():
     _mem2[0, 4:] = torch.randn(2, 16, generator=_g)                    # change only the <pad> source positions
     _out3, _ = _dec(_y, _mem2, _tgt_mask, _mem_mask)
     assert torch.allclose(_out3, _out, atol=1e-6), "源序列 <pad> 位置的内容不应影响输出 / <pad> source positions must not matter"
-print("DecoderLayer: 可见测试通过 / visible tests passed")
 
 # %% grade_id="decoder_layer_matches_reference" points=4 check="DecoderLayer:DecoderLayer"
 # Visible tests: the three Post-LN sublayers in order, recomputed from your layer's own sublayers.
@@ -363,7 +358,6 @@ with torch.no_grad():
     _expected = _dec.norm3(_h2, _dec.ffn(_h2))                                 # feed-forward
 assert torch.allclose(_out, _expected, atol=1e-5), \
     "应为 norm1(自注意力) -> norm2(交叉注意力，Q 来自上一步) -> norm3(FFN) / expected self-attn, cross-attn (Q from the previous sublayer), FFN, each Post-LN"
-print("DecoderLayer: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 6. 交叉注意力的形状追踪

@@ -14,7 +14,7 @@
 # # 06 完整的 Transformer（Encoder-Decoder）
 #
 # 这一章把前五章的零件装成原论文的编码器-解码器（encoder-decoder）模型：词嵌入（embedding）乘 $\sqrt{d_{\text{model}}}$、
-# 加位置编码、$N$ 层编码器、$N$ 层解码器、输出投影到词表；再让它用贪心解码（greedy decoding）逐词生成。
+# 加位置编码、$N$ 层编码器、$N$ 层解码器、输出投影到词表；再让它用贪心解码（greedy decoding）逐个 token 生成。
 # 之后数一数原论文 base 模型的参数，比较训练和推理的开销，最后（选做）用 KV 缓存（KV cache）给解码提速并实测加速比。
 #
 # **本章共 11 分**，只有一个练习 `Transformer`（包括方法 `greedy_decode`），4 个评分单元格：
@@ -26,7 +26,7 @@
 # | `transformer_forward_matches_reference` | $\sqrt{d_{\text{model}}}$ 缩放、各层的掩码、logits 与参考实现数值一致 | 4 |
 # | `greedy_decode_stops_at_eos` | 从 `<bos>` 开始，结束的行补 `<pad>`，所有行都输出 `<eos>` 后立刻停止 | 3 |
 #
-# 选做（不计分）：`greedy_decode_cached`，带 KV 缓存的贪心解码，与 `greedy_decode` 输出逐词相同，并测出加速比。
+# 选做（不计分）：`greedy_decode_cached`，带 KV 缓存的贪心解码，与 `greedy_decode` 输出的 token 逐个相同，并测出加速比。
 #
 # 第 01–05 章的全部组件以参考实现的形式在下面提供（折叠的只读单元格）。掩码约定不变：布尔张量，**True = 可以看**。
 # 词表约定与第 07 章一致：`<pad> = 0`、`<bos> = 1`、`<eos> = 2`，其余是内容 token。
@@ -44,7 +44,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tutor.plots import plot_decode_timing, plot_param_breakdown
+from tutor.plots import plot_decode_timing, plot_mask_row, plot_param_breakdown
 
 warnings.filterwarnings("ignore")
 np.random.seed(0)
@@ -71,7 +71,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #
 # - **编码器**把源序列整句编码成 memory，只算一次；
 # - **解码器**每一层都用同一份 memory 做交叉注意力；
-# - **输出投影** `out_proj = nn.Linear(d_model, tgt_vocab)` 给出每个位置下一个词的 **logits**。softmax 不放在模型里：
+# - **输出投影** `out_proj = nn.Linear(d_model, tgt_vocab)` 给出每个位置下一个 token 的 **logits**。softmax 不放在模型里：
 #   训练用的 `F.cross_entropy` 自己会做 log-softmax（再做一次就是“双重 softmax”，梯度变小、训练变慢），
 #   贪心解码取 argmax 也不需要 softmax。
 #
@@ -85,7 +85,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # | `greedy_decode(src, bos_id, eos_id, max_new_tokens)` | → `(B, ≤ 1 + max_new_tokens)` | 同上 |
 #
 # 掩码**在模型内部**从 `pad_id` 构造，调用者只需给 token id。这样用的人就不可能传错约定、传错形状
-# （参考材料里的模型要调用者自己传 `src_pad`，而且默认 `None`——忘了传，`<pad>` 就参与注意力，不报错）。
+# （常见的设计是让调用者自己传 `src_pad`，而且默认 `None`——忘了传，`<pad>` 就参与注意力，不报错）。
 
 # %% [markdown]
 # ## 2. 嵌入为什么要乘 $\sqrt{d_{\text{model}}}$
@@ -111,7 +111,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 d_demo = 512
 pe_rms = sinusoidal_positional_encoding(64, d_demo).pow(2).mean().sqrt().item()
 print(f"positional encoding RMS: {pe_rms:.3f}")
-print(f"{'embedding init':30s} | {'unscaled':>8s} | {'x sqrt(d)':>9s} | PE share of the sum (x sqrt(d))")
+print(f"{'embedding init':30s} | {'unscaled':>8s} | {'x sqrt(d)':>9s} | PE share of the sum's variance (x sqrt(d))")
 for V_demo in (1000, 37000):
     emb = torch.empty(V_demo, d_demo)                                        # (V, d), like nn.Embedding.weight
     inits = ((f"default N(0, 1), V = {V_demo}", lambda w: nn.init.normal_(w, 0.0, 1.0)),
@@ -120,12 +120,14 @@ for V_demo in (1000, 37000):
     for name, init in inits:
         rms = init(emb).pow(2).mean().sqrt().item()
         scaled = rms * math.sqrt(d_demo)
-        print(f"{name:30s} | {rms:8.3f} | {scaled:9.3f} | {pe_rms / math.hypot(scaled, pe_rms):.2f}")
+        print(f"{name:30s} | {rms:8.3f} | {scaled:9.3f} | {pe_rms ** 2 / (scaled ** 2 + pe_rms ** 2):6.1%}")  # independent: variances add
 
 # %% [markdown]
-# 对照这张表：$\mathcal{N}(0, 1)$ 乘 $\sqrt{d}$ 后 RMS 约 22.6，位置信号只占 3%；$\mathcal{N}(0, 1/d)$ 乘 $\sqrt{d}$ 后 RMS 约 1，
-# 两种信号平分秋色，且与 $V$ 无关；Xavier 则随 $V$ 变：$V = 1000$ 时 0.82 还算平衡，$V = 37000$ 时 0.17，位置编码占了约 97%。
-# （参考材料之一的模型忘了乘 $\sqrt{d_{\text{model}}}$；另一份乘了，但用的是默认的 $\mathcal{N}(0, 1)$ 嵌入。）
+# 最后一列是位置编码在“嵌入 × $\sqrt{d}$ + 位置编码”这个和的**方差**里占的比例（两者独立，方差相加：$\mathrm{RMS}_{PE}^2 / (\mathrm{RMS}_{emb}^2 + \mathrm{RMS}_{PE}^2)$）。
+# 对照这张表：$\mathcal{N}(0, 1)$ 乘 $\sqrt{d}$ 后 RMS 约 22.6，位置信号只占方差的 0.1%（按幅度之比 $0.71 / 22.6$ 也只有约 3%）；
+# $\mathcal{N}(0, 1/d)$ 乘 $\sqrt{d}$ 后 RMS 约 1，位置编码占三分之一，两种信号同一量级，且与 $V$ 无关；Xavier 则随 $V$ 变：
+# $V = 1000$ 时 RMS 0.82，位置编码占四成多，还算平衡；$V = 37000$ 时 RMS 0.17，位置编码占了约 95%，反过来盖过了词义。
+# 两个常见错误正好对应两端：忘了乘 $\sqrt{d_{\text{model}}}$（小初始化时位置信号占绝对主导）；乘了，却用默认的 $\mathcal{N}(0, 1)$ 嵌入（位置信号被淹没）。
 #
 # 顺带一提 `nn.Embedding(..., padding_idx=pad_id)`：它把 `<pad>` 那一行初始化为 0，并且永远不给它梯度。
 # 有了掩码，`<pad>` 的嵌入是什么都不影响真实位置，所以它不是必需的；而且如果之后对所有矩阵做 Xavier 初始化，
@@ -164,7 +166,7 @@ for V_demo in (1000, 37000):
 # - 建议：对所有维数大于 1 的参数做 `nn.init.xavier_uniform_`（第 2 节；第 07 章的训练需要它）；
 # - `encode`、`decode`、`forward` 如上表；嵌入乘 `math.sqrt(self.d_model)` 后再交给 `pos_enc`（它负责加位置编码和 dropout）；
 # - `greedy_decode(src, bos_id, eos_id, max_new_tokens)`：先 `encode` 一次；序列从 `<bos>` 开始，每步对**最后一个位置**的 logits 取 argmax
-#   接到末尾；一行输出过 `<eos>` 之后，这一行再接的都是 `pad_id`；**所有行**都输出过 `<eos>` 就立即停止，最多生成 `max_new_tokens` 个词。
+#   接到末尾；一行输出过 `<eos>` 之后，这一行再接的都是 `pad_id`；**所有行**都输出过 `<eos>` 就立即停止，最多生成 `max_new_tokens` 个 token。
 #   它已经带了 `@torch.no_grad()`；调用前先 `model.eval()`（关掉 dropout）。
 
 # %% exercise="Transformer"
@@ -198,7 +200,6 @@ with torch.no_grad():
     _logits = _m(_src, _tgt)
     assert _logits.shape == (2, 5, 13), f"forward 应返回 (B, T_t, tgt_vocab) = (2, 5, 13) / forward must return (2, 5, 13), got {tuple(_logits.shape)}"
     assert not torch.allclose(_logits.softmax(-1).sum(-1), _logits.sum(-1)), "forward 应返回 logits，不做 softmax / forward must return logits, no softmax"
-print("Transformer 结构: 可见测试通过 / visible tests passed")
 
 # %% grade_id="transformer_masks_from_pad_id" points=2
 # Visible tests: masks are built inside from pad_id -- padding changes nothing, the decoder never sees the future.
@@ -227,7 +228,6 @@ with torch.no_grad():
     assert torch.allclose(_m5(torch.tensor([[6, 7]]), _tgt_left)[:, 2:], _before, atol=1e-5), \
         "目标序列的掩码也应使用 self.pad_id：make_pad_mask(tgt_in, self.pad_id) & 因果掩码 / " \
         "the target mask must use self.pad_id too: make_pad_mask(tgt_in, self.pad_id) & causal"
-print("Transformer 掩码: 可见测试通过 / visible tests passed")
 
 # %% grade_id="transformer_forward_matches_reference" points=4 check="Transformer:Transformer"
 # Visible tests: encode/decode/forward recomputed step by step from your model's own parts.
@@ -249,7 +249,6 @@ with torch.no_grad():
     assert torch.allclose(_m.decode(_tgt, _x, _src_mask), _y, atol=1e-5), \
         "decode：嵌入 × √d_model，加位置编码，各解码器层（填充 & 因果，交叉注意力用 src_mask）/ decode: pad & causal self-mask, src_mask for cross-attention"
     assert torch.allclose(_m(_src, _tgt), _m.out_proj(_y), atol=1e-5), "forward 应返回 out_proj(decode(...)) / forward must return out_proj(decode(...))"
-print("Transformer 前向: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # 下面用一个小模型（$d_{\text{model}} = 32,\ H = 4,\ N = 2$）把第 3 节的形状追踪实际走一遍：
@@ -304,13 +303,13 @@ except NotImplementedError:
 # 一次前向就得到全部 $n + 1$ 个位置的预测，因果掩码保证预测 $y_i$ 的位置只看到 `<bos>`, $y_{<i}$，损失对所有位置一起算。
 # 整个目标序列并行，这是 Transformer 训练比 RNN 快的主要原因。
 #
-# **推理（自回归，autoregressive）**：下一个词要等上一个词生成出来才知道，只能一步一步来：
+# **推理（自回归，autoregressive）**：下一个 token 要等上一个 token 生成出来才知道，只能一步一步来：
 # 编码器只跑一次，解码器每步跑一次。模型在训练时看到的前缀都是**正确答案**，推理时看到的是**自己生成的**，
 # 前面错一步后面可能一路错下去——这叫暴露偏差（exposure bias）。
 #
-# **贪心解码**每步取概率最大的词。它的批量版本要处理一个细节：各行在不同的步输出 `<eos>`。正确做法是记录每行是否已结束，
-# 已结束的行之后一律补 `<pad>`，**所有行**都结束时立即停止。参考材料里的写法是 `if (next_token == eos_id).all(): break`——
-# 只有所有行**在同一步**恰好输出 `<eos>` 才会提前停，否则（几乎总是）跑满 `max_new_tokens` 步，而且结束的行还在继续写词。
+# **贪心解码**每步取概率最大的 token。它的批量版本要处理一个细节：各行在不同的步输出 `<eos>`。正确做法是记录每行是否已结束，
+# 已结束的行之后一律补 `<pad>`，**所有行**都结束时立即停止。常见的错误写法是 `if (next_token == eos_id).all(): break`——
+# 只有所有行**在同一步**恰好输出 `<eos>` 才会提前停，否则（几乎总是）跑满 `max_new_tokens` 步，而且结束的行还在继续写 token。
 #
 # 下面用一个“剧本”代替输出层来看清这一点：`ScriptedHead` 在第 $s$ 步让第 $b$ 行的最大 logit 落在 `script[b][s]` 上，
 # 这样不用训练就能决定每行在哪一步输出 `<eos>`。
@@ -343,8 +342,8 @@ SCRIPT = [[5, EOS_ID, 7, 7, 7, 7],      # row 0 ends at step 1
 
 
 @torch.no_grad()
-def seed_style_greedy(model, src, bos_id, eos_id, max_new_tokens):
-    """The reference material's loop: no per-row bookkeeping, stops only if all rows hit EOS in the same step."""
+def naive_batched_greedy(model, src, bos_id, eos_id, max_new_tokens):
+    """The common wrong loop: no per-row bookkeeping, stops only if all rows hit EOS in the same step."""
     memory = model.encode(src)
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)                    # (B, 1)
     for _ in range(max_new_tokens):
@@ -360,14 +359,14 @@ try:
     torch.manual_seed(16)
     model_s = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0).eval()
     model_s.out_proj = ScriptedHead(SCRIPT, vocab=12)
-    print("seed-style loop:\n", seed_style_greedy(model_s, src_script, BOS_ID, EOS_ID, max_new_tokens=6))
+    print("naive loop:\n", naive_batched_greedy(model_s, src_script, BOS_ID, EOS_ID, max_new_tokens=6))
     model_s.out_proj = ScriptedHead(SCRIPT, vocab=12)
     print("your greedy_decode:\n", model_s.greedy_decode(src_script, BOS_ID, EOS_ID, max_new_tokens=6))
 except NotImplementedError:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 参考材料的循环跑满了 6 步，结束的行后面还接着 `7`、`8`；正确的版本在第 3 步后停止（3 行都已输出 `<eos>`），
+# 朴素的循环跑满了 6 步，结束的行后面还接着 `7`、`8`；正确的版本在第 3 步后停止（3 行都已输出 `<eos>`），
 # 结束的行补 `<pad> = 0`：`[[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]]`。下面的评分单元格检查的正是这个行为。
 
 # %% grade_id="greedy_decode_stops_at_eos" points=3 check="greedy_decode:Transformer"
@@ -387,7 +386,6 @@ _m.out_proj = ScriptedHead([[5] * 8, [6] * 8, [7] * 8], vocab=12)               
 _out = _m.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=4)
 assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个词：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
 assert torch.equal(_out[:, 1:], torch.tensor([[5] * 4, [6] * 4, [7] * 4])), "每步应取最后一个位置 logits 的 argmax / take the arg-max of the last position's logits"
-print("greedy_decode: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 6. 参数量：公式、实例与原论文 base 模型
@@ -454,7 +452,7 @@ print(f"{'encoder + decoder layers only':44s} | {layers_only:12,d} |")
 
 # %% [markdown]
 # 原论文表 3 报告 base 模型约 65M 参数；按共享词表的公式是 63.1M，差额来自论文没有给出的细节（词表的确切大小等）。
-# 不共享时要 101M：三个 $37000 \times 512$ 的矩阵就占了 56.8M。有材料说“单层约 3.15M，6 层约 18.9M”——那只数了编码器；
+# 不共享时要 101M：三个 $37000 \times 512$ 的矩阵就占了 56.8M。常见误区：“单层约 3.15M，6 层约 18.9M”——那只数了编码器；
 # 解码器层因为多一个交叉注意力更大，6 层编码器加 6 层解码器是 44.1M。各部分的占比：
 
 # %%
@@ -517,7 +515,7 @@ print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f}
 
 # %% [markdown]
 # 表里 $n = 1024$ 一行，注意力分数与投影都是 1.07G；$n = 3072$ 一行，$n^2$ 项正好占一半——正是上面的两个分界点。
-# 有材料估算“$QK^{\top}$ 约 $1024^2 \times 64 \approx 67$M 乘加……总体一次前向约数百 MFLOPs”：67M 只是**一个头**；
+# 常见误区：估算“$QK^{\top}$ 约 $1024^2 \times 64 \approx 67$M 乘加……总体一次前向约数百 MFLOPs”。67M 只是**一个头**；
 # 8 个头、再加 $AV$，注意力分数部分是 1.07G 乘加，加上投影和 FFN，$n = 1024$ 时**一个编码器层**就约 4.3G 乘加（≈ 8.6 GFLOPs），
 # 整个 base 模型一次前向（源、目标各 1024 个 token）约 84G 乘加、170 GFLOPs——差了两个多数量级。训练一步（前向 + 反向）约是前向的 3 倍。
 #
@@ -540,38 +538,39 @@ for n in (512, 1024, 2048, 4096, 16384):
 # | Reformer | 局部敏感哈希（LSH）把相近的 q、k 分到同一个桶，只在桶内做注意力 | $O(n \log n)$ | $O(n \log n)$ | 近似 |
 # | 梯度检查点（gradient checkpointing） | 前向不存中间激活，反向时重算 | 约多一次前向 | 激活显存大降 | 精确 |
 #
-# 例如 $n = 16384,\ w = 512$：窗口注意力的矩阵有 $n w \approx 8.4$M 个元素，全量是 $n^2 \approx 268$M，小 $n / w = 32$ 倍（约一个半数量级，有材料说“小两个数量级”，说多了）。
-# 注意 Reformer 是 $O(n \log n)$ 而不是 $O(n)$（有材料把 Linformer、Performer、Reformer 统称为 $O(T)$ 变体，不准确）。
+# 例如 $n = 16384,\ w = 512$：窗口注意力的矩阵有 $n w \approx 8.4$M 个元素，全量是 $n^2 \approx 268$M，小 $n / w = 32$ 倍（约一个半数量级；常说的“小两个数量级”说多了）。
+# 注意 Reformer 是 $O(n \log n)$ 而不是 $O(n)$（常见误区是把 Linformer、Performer、Reformer 统称为 $O(T)$ 变体）。
 # FlashAttention 是今天训练和推理的默认做法：结果与全量注意力一致，只是不再物化 $n \times n$ 矩阵，论文报告提速约 2–4 倍。
 # 一个不花钱的优化：每个批次只补齐到**批内最长**的序列，而不是一律补到 2048——有效内容只有几百个 token 时，$n^2$ 的浪费是几十倍。
 #
 # **推理**时情况不同：每一步只新增 1 个查询。如果每步都把整个前缀重新过一遍解码器（第 4 节的 `greedy_decode` 就是这样），
-# 第 $t$ 步要重算 $t$ 个位置，生成 $T$ 个词共算 $O(T^2)$ 个位置的投影和 FFN、$O(T^3)$ 的注意力乘加。
+# 第 $t$ 步要重算 $t$ 个位置：投影和 FFN $O(t\,d^2)$，注意力 $O(t^2 d)$；生成 $T$ 个 token 合计 $O(T^2 d^2)$ 的投影和 FFN、
+# $O(T^3 d)$ 的注意力乘加。
 # 对比训练：$n = 2048$ 时训练每个头要算一个 4.2M 元素的注意力矩阵，而推理时新的一步本质上只需要新查询与 2048 个键的点积。
-# 前缀里每个位置的 K、V 在之后的步骤里**不会变**（因果掩码保证了前面的位置看不到后面的词），重算纯属浪费——这就是 KV 缓存的出发点。
+# 前缀里每个位置的 K、V 在之后的步骤里**不会变**（因果掩码保证了前面的位置看不到后面的 token），重算纯属浪费——这就是 KV 缓存的出发点。
 
 # %% [markdown]
 # ## 8. 选做：KV 缓存（不计分）
 #
-# **思路**：每个解码器层为自注意力维护一份缓存 `(K, V)`，形状 `(B, H, t, d_k)`。第 $t$ 步只把**最新的一个词**送进解码器：
+# **思路**：每个解码器层为自注意力维护一份缓存 `(K, V)`，形状 `(B, H, t, d_k)`。第 $t$ 步只把**最新的一个 token** 送进解码器：
 #
-# 1. 嵌入最新的词，加上**第 $t$ 个位置**的位置编码（不是第 0 个！），得到 `(B, 1, d_model)`；
-# 2. 每层自注意力：只算这个词的 q、k、v，把 k、v 拼到缓存末尾，q 与缓存里全部 $t + 1$ 个键做注意力。
-#    新词本来就只看过去和自己，所以**不需要因果掩码**；但缓存里可能有已结束行补的 `<pad>`，键的填充掩码仍要；
+# 1. 嵌入最新的 token，加上**第 $t$ 个位置**的位置编码（不是第 0 个！），得到 `(B, 1, d_model)`；
+# 2. 每层自注意力：只算这个 token 的 q、k、v，把 k、v 拼到缓存末尾，q 与缓存里全部 $t + 1$ 个键做注意力。
+#    新 token 本来就只看过去和自己，所以**不需要因果掩码**；但缓存里可能有已结束行补的 `<pad>`，键的填充掩码仍要；
 # 3. 交叉注意力的 K、V 来自 memory，整个解码过程不变：在开始时每层算一次，之后反复使用；
 # 4. 残差、LayerNorm、FFN 都是逐位置的，只算这一个位置即可。
 #
-# 代价是显存：每层每个词缓存 K、V 各 $d_{\text{model}}$ 个数。base 模型（6 层解码器、$d = 512$、FP16）每个词
-# $6 \times 2 \times 512 \times 2$ 字节 = 12 KiB，生成 2048 个词时每个样本 24 MiB；交叉注意力的缓存另算，大小与源序列长度成正比。
+# 代价是显存：每层每个 token 缓存 K、V 各 $d_{\text{model}}$ 个数。base 模型（6 层解码器、$d = 512$、FP16）每个 token
+# $6 \times 2 \times 512 \times 2$ 字节 = 12 KiB，生成 2048 个 token 时每个样本 24 MiB；交叉注意力的缓存另算，大小与源序列长度成正比。
 # 大模型推理时 KV 缓存常常比模型权重还占显存，这催生了多查询注意力（MQA）、分组查询注意力（GQA）、分页缓存（PagedAttention）等技术。
 #
-# 写一个与 `model.greedy_decode` **逐词相同**的 `greedy_decode_cached(model, src, bos_id, eos_id, max_new_tokens)`。
+# 写一个与 `model.greedy_decode` **输出的 token 逐个相同**的 `greedy_decode_cached(model, src, bos_id, eos_id, max_new_tokens)`。
 # 它直接使用模型的子模块（`layer.self_attn.W_q` 等），所以要自己分头、合头。
 
 # %% exercise="greedy_decode_cached"
 
 # %% [markdown]
-# 在同一个**未训练**的模型上比较两种解码（结果逐词相同，才谈得上比速度）。为了让每次调用都生成同样多的词，
+# 在同一个**未训练**的模型上比较两种解码（输出的 token 逐个相同，才谈得上比速度）。为了让每次调用都生成同样多的 token，
 # 这里把 `eos_id` 设成一个模型不可能输出的 id（`-1`），两种解码都会跑满 `max_new_tokens` 步。计时的数字每台机器都不同。
 
 # %%
@@ -592,7 +591,7 @@ try:
             cached = greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, n)
             best_plain = min(best_plain, middle - start)
             best_cached = min(best_cached, time.perf_counter() - middle)
-        assert torch.equal(plain, cached), f"{n} 个新词时两种解码的输出不同 / outputs differ at {n} new tokens"
+        assert torch.equal(plain, cached), f"{n} 个新 token 时两种解码的输出不同 / outputs differ at {n} new tokens"
         plain_s.append(best_plain)
         cached_s.append(best_cached)
         print(f"{n} new tokens: plain {1e3 * plain_s[-1]:.1f} ms, cached {1e3 * cached_s[-1]:.1f} ms")
@@ -605,7 +604,8 @@ except NotImplementedError:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 生成的词越多，加速越明显：不带缓存时每步的开销随前缀长度线性增长，带缓存时每步基本是常数（注意力部分随 $t$ 线性增长，但很小）。
+# 生成的 token 越多，加速越明显：不带缓存时第 $t$ 步要算 $O(t\,d^2 + t^2 d)$（重算整个前缀的投影、FFN 和注意力），
+# 带缓存时只算 $O(d^2 + t\,d)$（一个位置的投影、FFN，加上与 $t$ 个缓存键的点积）——每步从随 $t$ 增长变成基本是常数。
 # 短序列时加速有限，因为每步固定的开销（Python 循环、小矩阵乘）占了大头。在 GPU 上、大模型里，KV 缓存是所有生成式推理的标配。
 #
 # 另一个常见的选做是**束搜索（beam search）**：每步保留得分最高的 $k$ 个前缀而不是 1 个，按对数概率之和（常配长度惩罚）排序。
@@ -629,14 +629,31 @@ except NotImplementedError:
 # 之后就是标准的编码器。块越小，token 越多，注意力的 $n^2$ 代价越高。
 #
 # **怎么评价？** 翻译用 BLEU（与参考译文的 $n$-gram 重合度，带长度惩罚；原论文 base 模型在 WMT 英德上是 27.3）；
-# 语言模型用困惑度（perplexity）$= \exp(\text{平均交叉熵})$，可以理解为“平均在多少个词之间犹豫”，均匀猜 $V$ 个词时恰好是 $V$；
+# 语言模型用困惑度（perplexity）$= \exp(\text{平均交叉熵})$，可以理解为“平均在多少个 token 之间犹豫”，均匀猜 $V$ 个 token 时恰好是 $V$；
 # 工程上还要量吞吐（tokens/sec）和显存峰值（如 `torch.cuda.max_memory_allocated()`），比较 $n = 512$ 与 $n = 1024$ 的吞吐就能直接看到 $n^2$ 的代价。
 # **前缀语言模型（prefix LM）**介于两者之间：前缀部分内部双向可见，生成部分因果（UniLM、GLM 属于这类；
 # T5 本身是编码器-解码器，它的论文把 prefix LM 作为对照实验比较过）。
 #
+# 三种架构的区别全在自注意力的掩码上。下面把它们画在一起（6 个位置，前缀 3 个；True = 可以看）：
+
+# %%
+T_arch, prefix_len = 6, 3
+arch_tokens = ["p1", "p2", "p3", "g1", "g2", "g3"]                                  # prefix p*, generated part g*
+bidirectional = torch.ones(T_arch, T_arch, dtype=torch.bool)                       # (T, T): everyone sees everyone
+causal_arch = torch.tril(torch.ones(T_arch, T_arch, dtype=torch.bool))             # (T, T): keys j <= query i
+prefix_lm = causal_arch | (torch.arange(T_arch) < prefix_len)[None, :]             # (T, T): + every prefix key
+plot_mask_row([bidirectional, causal_arch, prefix_lm],
+              ["encoder-only: bidirectional", "decoder-only: causal", f"prefix LM: first {prefix_len} bidirectional"],
+              x_labels=arch_tokens, y_labels=arch_tokens, title="Self-attention masks of the three architectures")
+plt.show()
+
+# %% [markdown]
+# 前缀 LM 的掩码 = 因果掩码 **或** “键在前缀里”：前缀内部每个位置互相看得见（左上 3×3 全可见），生成部分每个位置看得到整个前缀和
+# 自己之前的生成部分；前缀看不到生成部分（右上仍是遮挡）。所以前缀部分可以像编码器一样双向理解输入，生成部分仍能逐个 token 自回归生成。
+#
 # **为什么现在的大模型多是仅解码器？** 常见的理由：
 #
-# 1. **目标简单、数据无限**：下一个词预测（next-token prediction）可以直接用任何文本训练，不需要设计 MLM 那样的任务；
+# 1. **目标简单、数据无限**：下一个 token 预测（next-token prediction）可以直接用任何文本训练，不需要设计 MLM 那样的任务；
 # 2. **工程简单**：一个模块，训练和推理是同一个计算图；KV 缓存可以跨多轮对话复用；
 # 3. **规模化表现**：在相同算力下，仅解码器模型的零样本、少样本（in-context learning）能力在实践中表现突出；
 # 4. **一种理论解释（有争议）**：因果注意力矩阵是下三角且对角线为正，必定满秩；双向注意力矩阵可能低秩，表达能力受限。
@@ -714,7 +731,7 @@ for w in ("lowest", "newer", "wider"):                                     # wor
     print(f"encode {w!r}: {bpe_encode(w, merges)}")
 
 # %% [markdown]
-# 第一个例子是参考材料里的：`aa` 出现最多 → `Z`，得到 `ZabdZabac`；第 2 轮 `Za` 和 `ab` 都出现 2 次，平局。我们的规则取先出现的 `Za`
+# 第一个例子是讲 BPE 时常用的 `aaabdaaabac`：`aa` 出现最多 → `Z`，得到 `ZabdZabac`；第 2 轮 `Za` 和 `ab` 都出现 2 次，平局。我们的规则取先出现的 `Za`
 # （→ `YbdYbac` → `XdXac`）；另一种常见讲法取 `ab`（→ `ZYdZYac` → `XdXac`）。平局规则只要训练和编码一致即可。
 # 第二个例子（Sennrich 等 2016 的经典语料）里，没见过的 `lowest` 被拆成学过的 `low` + `est</w>`；只要字符都在初始词表里，
 # 最坏也能退回单个字符，不会出现 `<unk>`（字节级 BPE 连这个前提都不需要，见下）。词尾标记 `</w>` 让 `est</w>`（词尾的 est）和词中间的 est 成为不同的 token。
@@ -759,13 +776,13 @@ for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece
 # | `pad_id` 写死为 0 | 换词表后掩码全错 |
 # | 交叉注意力用了目标的掩码，或每层解码器配对应层编码器的输出 | 形状错或语义错：交叉注意力用源填充掩码和**最后一层**编码器输出 |
 # | `forward` 里做了 softmax，训练又用 `cross_entropy` | 双重 softmax，梯度被压小，学得极慢 |
-# | 贪心解码取 `logits[:, 0]` 而不是 `logits[:, -1]` | 每步都重复预测第一个词 |
-# | `if (next == eos).all(): break` | 只有所有行恰好在同一步输出 `<eos>` 才提前停，（几乎）总是跑满 `max_new_tokens`；结束的行继续写词 |
+# | 贪心解码取 `logits[:, 0]` 而不是 `logits[:, -1]` | 每步都重复预测第一个 token |
+# | `if (next == eos).all(): break` | 只有所有行恰好在同一步输出 `<eos>` 才提前停，（几乎）总是跑满 `max_new_tokens`；结束的行继续写 token |
 # | 推理前没有 `model.eval()` | dropout 仍然生效，同一输入每次结果不同 |
-# | 在 `greedy_decode` 里偷偷调 `self.eval()`（参考材料就是这样） | 训练中途评估一次后，模型一直停在 eval 模式，dropout 悄悄关掉了 |
+# | 在 `greedy_decode` 里偷偷调 `self.eval()` | 训练中途评估一次后，模型一直停在 eval 模式，dropout 悄悄关掉了 |
 # | `max_len` 小于 `1 + max_new_tokens` 或源序列长度 | 位置编码越界（`PositionalEncoding` 报错） |
-# | KV 缓存时新词用了第 0 个位置的位置编码 | 结果与不带缓存的解码不同 |
-# | KV 缓存时对单个新词还加因果掩码 `(t, t)` | 形状对不上 `(1, t)`：新词本来就只看过去 |
+# | KV 缓存时新 token 用了第 0 个位置的位置编码 | 结果与不带缓存的解码不同 |
+# | KV 缓存时对单个新 token 还加因果掩码 `(t, t)` | 形状对不上 `(1, t)`：新 token 本来就只看过去 |
 
 # %% [markdown]
 # ## 12. 面试要点（Q&A）
@@ -787,14 +804,15 @@ for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece
 # （另一种共享是 ALBERT 的**跨层**参数共享：所有层用同一组权重，参数量大降，但计算量不变。）
 #
 # **Q5：训练和推理的区别？** 训练用 teacher forcing，整个目标序列一次前向、并行计算，靠因果掩码防止偷看；
-# 推理自回归，逐词串行。训练见到的是正确前缀，推理见到的是自己的输出（exposure bias）。
+# 推理自回归，逐个 token 串行。训练见到的是正确前缀，推理见到的是自己的输出（exposure bias）。
 #
 # **Q6：贪心解码什么时候停？批量时要注意什么？** 输出 `<eos>` 或达到最大长度。批量时每行结束的时间不同：
 # 记录每行是否结束，结束的行补 `<pad>`，所有行都结束才停。
 #
 # **Q7：KV 缓存的原理？为什么能缓存？代价是什么？**
-# 因果掩码下，前面位置的 K、V 不依赖后面的词，生成新词时不会变，所以缓存起来，每步只算新词的 q、k、v；
-# 每步开销从与前缀长度成正比（重算全部位置）降到基本常数（注意力部分线性）。代价是显存：每层每个词 $2d$ 个数，随序列长度线性增长。
+# 因果掩码下，前面位置的 K、V 不依赖后面的 token，生成新 token 时不会变，所以缓存起来，每步只算新 token 的 q、k、v；
+# 不带缓存时第 $t$ 步重算整个前缀，要 $O(t\,d^2 + t^2 d)$，生成 $T$ 个 token 共 $O(T^2 d^2 + T^3 d)$；带缓存时每步 $O(d^2 + t\,d)$，
+# 共 $O(T d^2 + T^2 d)$。代价是显存：每层每个 token $2d$ 个数，随序列长度线性增长。
 # 交叉注意力的 K、V 来自编码器输出，整个解码只算一次。
 #
 # **Q8：注意力的复杂度？瓶颈在哪？** 一层约 $12 n d^2 + 2 n^2 d$ 次乘加（$d_{\text{ff}} = 4d$），注意力权重显存 $O(B H n^2)$。

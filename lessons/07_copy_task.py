@@ -126,7 +126,6 @@ for _i in range(64):
     assert torch.all(_tgt_in[_i, _L + 1:] == PAD_ID), f"第 {_i} 行 tgt_in 内容之后应全是 PAD / row {_i}: PAD after the content in tgt_in"
 _again = make_copy_batch(64, VOCAB_SIZE, 2, 6, torch.Generator().manual_seed(0))
 assert torch.equal(_again[0], _src), "同一个种子应得到同一批数据 / the same seed must give the same batch"
-print("copy_batch_layout: 可见测试通过 / visible tests passed")
 
 # %%
 try:
@@ -165,7 +164,6 @@ assert torch.allclose(_loss.detach(), torch.stack(_nll).mean(), atol=1e-6), \
     f"应为 5 个非 PAD 位置的平均交叉熵 {torch.stack(_nll).mean():.4f} / must be the mean over the 5 non-PAD positions, got {_loss.item():.4f}"
 _loss.backward()
 assert torch.all(_logits.grad[_tgt == PAD_ID] == 0), "PAD 位置不应有梯度 / PAD positions must get no gradient"
-print("copy_loss_ignores_pad: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 4. 练习 3：精确匹配 `exact_match`
@@ -195,7 +193,6 @@ assert abs(exact_match(_pred, _tgt) - 1 / 3) < 1e-6, f"应为 1/3 / expected 1/3
 assert abs(exact_match(_tgt[:, :2], _tgt) - 1 / 3) < 1e-6, \
     "太短的 pred 只有 EOS 落在范围内的行能对 / a short pred is right only where the target ends within it"
 assert exact_match(torch.cat([_tgt, _tgt], dim=1), _tgt) == 1.0, "pred 更长也没关系 / a longer pred is fine"
-print("exact_match_counts_rows: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 5. 学习率预热（warmup）
@@ -270,7 +267,6 @@ assert _sch.last_epoch == 2, f"scheduler.step() 每步应调用一次 / schedule
 for (_n, _p), _q in zip(_model.named_parameters(), _twin.parameters()):
     assert torch.allclose(_p, _q, atol=1e-5), \
         f"两步之后参数 {_n} 不一致（zero_grad 漏了？顺序错了？）/ parameter {_n} differs after 2 steps (missing zero_grad? wrong order?)"
-print("train_step_updates_model: 可见测试通过 / visible tests passed")
 
 # %% [markdown]
 # ## 7. 训练循环

@@ -22,7 +22,9 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
+import tokenize
 from pathlib import Path
 
 import jupytext
@@ -104,6 +106,30 @@ def report_call(check, expr, body):
     """``report(...)`` before the cell body. Its return value is bound to ``_`` so that it is not
     displayed when the call is the cell's last line (a ``;`` is not honoured by nbval's kernel)."""
     return "\n".join([f"_ = report({check!r}, {expr})", body]).strip("\n")
+
+
+def graded_cell_source(grade_id, check, body, edition, lesson):
+    """A graded cell. Every edition runs its visible tests inside ``with test_cell(grade_id)``,
+    headed by ``check(<check name>, <expression>)`` when the cell has a check, so that each shows the
+    same ✅/❌ report (tutor.grading). The source edition first runs the hidden
+    ``grade(<check name>, <expression>)`` (outside the ``with``, so nothing a learner binds can
+    swallow it; first, so that feedback shows the check's diagnosis). The self-study edition's
+    ``keep_going=True`` reports a failure on stderr instead of raising: Run All goes on."""
+    try:
+        tokens = list(tokenize.generate_tokens(iter(body.splitlines(keepends=True)).__next__))
+    except (tokenize.TokenError, SyntaxError) as exc:
+        raise LessonError(f"{lesson}: graded cell {grade_id!r} does not tokenize: {exc}") from None
+    if any(tok.type == tokenize.STRING and tok.start[0] != tok.end[0] for tok in tokens):
+        raise LessonError(f"{lesson}: graded cell {grade_id!r} has a multi-line string (its body gets indented)")
+    visible = ([f"check({check[0]!r}, {check[1]})"] if check else []) + ([body] if body else []) or ["pass"]
+    hidden = []
+    if check and edition == "source":
+        hidden = ["### BEGIN HIDDEN TESTS", "from tutor.grading import grade", f"grade({check[0]!r}, {check[1]})",
+                  "### END HIDDEN TESTS"]
+    keep_going = ", keep_going=True" if edition == "selfstudy" else ""
+    imports = "from tutor.grading import check, test_cell" if check else "from tutor.grading import test_cell"
+    return "\n".join(hidden + [imports, f"with test_cell({grade_id!r}{keep_going}):",
+                                textwrap.indent("\n".join(visible), "    ")])
 
 
 def nbgrader_meta(grade_id, *, solution=False, grade=False, locked=False, points=None):
@@ -195,13 +221,8 @@ def build_notebook(name, edition):
             nbg = nbgrader_meta(locked_id, locked=True)
         elif "grade_id" in meta:
             grade_id = str(meta["grade_id"])
-            if "check" in meta:
-                check, expr = parse_check(meta["check"], name)
-                if edition == "source":  # first, so that feedback shows the check's diagnosis
-                    body = "\n".join(["### BEGIN HIDDEN TESTS", "from tutor.grading import grade",
-                                      f"grade({check!r}, {expr})", "### END HIDDEN TESTS", body]).strip("\n")
-                else:
-                    body = report_call(check, expr, body)
+            check = parse_check(meta["check"], name) if "check" in meta else None
+            body = graded_cell_source(grade_id, check, body, edition, name)
             nbg = nbgrader_meta(grade_id, grade=True, locked=True, points=meta["points"])
         elif "check" in meta:
             body = report_call(*parse_check(meta["check"], name), body)
@@ -219,9 +240,13 @@ def build_notebook(name, edition):
 
 
 def lock_for_jupyterlab(nb):
-    """Lock what nbgrader locks (``editable/deletable: false``) and drop the nbgrader metadata."""
+    """Lock what nbgrader locks (``editable/deletable: false``) and drop the nbgrader metadata,
+    except on graded cells: with it, nbgrader's Validate (button or ``nbgrader validate``) judges a
+    self-study notebook by its graded cells, as it judges the release."""
     for cell in nb.cells:
         nbg = cell.metadata.pop("nbgrader")
+        if nbg["grade"]:
+            cell.metadata["nbgrader"] = nbg
         if nbg["locked"]:
             cell.metadata["deletable"] = False
             cell.metadata["editable"] = False

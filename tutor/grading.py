@@ -1,14 +1,25 @@
-"""Entry points for notebooks: ``grade`` for nbgrader hidden tests, ``report`` for self-study.
+"""Entry points for notebooks: ``grade`` for nbgrader hidden tests, ``check``/``test_cell`` for the
+visible tests, ``report`` for the ungraded self-checks.
 
-    from tutor.grading import grade, report
-    grade("MultiHeadAttention", MultiHeadAttention)   # prints one ✅ line, or raises AssertionError
-    report("MultiHeadAttention", MultiHeadAttention)  # prints ✅ or ❌ with the diagnosis, never raises
+    from tutor.grading import grade, report, check, test_cell
+    grade("MultiHeadAttention", MultiHeadAttention)   # hidden test: prints one ✅ line, or raises TestFailure
+    with test_cell("mha_matches_reference"):           # every graded cell's visible tests run inside this
+        check("MultiHeadAttention", MultiHeadAttention)  # the same ✅/❌ report; ❌ ends the cell
+        assert ...                                       # a failing assert becomes one bilingual ❌ line
+    report("RMSNorm", RMSNorm)                          # prints ✅ or ❌ with the diagnosis, never raises
+
+Every failure a learner sees is a ``TestFailure``: IPython shows only its report (it defines
+``_render_traceback_``), so no frame, file path or grader internal reaches a notebook, the
+Validate button or a feedback page. ``test_cell(..., keep_going=True)`` (the self-study edition)
+writes the ❌ report to stderr instead of raising, so Run All goes on while nbgrader still counts
+the cell as failed (a grade cell with stderr output scores 0).
 
 ``grade`` never writes to stderr on success (nbgrader gives 0 points to a grade cell that
 does): warnings are silenced and the learner's own prints during the check are swallowed.
 """
 import contextlib
 import io
+import re
 import sys
 import types
 import warnings
@@ -16,6 +27,7 @@ import warnings
 from . import checks, integrity
 
 NOT_IMPLEMENTED_LINE = "❌ {name}: 尚未实现 / not implemented yet"
+FINISH_FIRST_LINE = "❌ {name}: 尚未实现，请先完成练习 {exercise} / not implemented yet: finish exercise {exercise} first"
 NO_REFERENCE_LINE = ("⚠️ {name}: 这个环境没有安装参考实现 solutions，自查无法运行（不影响评分）/ "
                      "the reference package solutions is not installed here, so this self-check cannot run "
                      "(grading is not affected)")
@@ -29,13 +41,61 @@ def _quiet_check(name, obj):
         return checks.run_check(name, obj)
 
 
+class TestFailure(AssertionError):
+    """A failed test whose report is all a learner needs: IPython displays ``_render_traceback_``
+    (the report lines) instead of a traceback."""
+
+    def __init__(self, report):
+        super().__init__(report)
+        self.report = report
+
+    def _render_traceback_(self):
+        return self.report.split("\n")
+
+
+_PASSED = {}  # check name -> (object, result) of the grade() that just passed, for check() after it
+
+
+def _failure_line(name, obj, result):
+    if result.message.endswith(checks.NOT_IMPLEMENTED):
+        return FINISH_FIRST_LINE.format(name=name, exercise=getattr(obj, "__name__", name))
+    return f"❌ {result.message}"
+
+
 def grade(name, obj):
-    """nbgrader hidden test: verify integrity, run the check, print ✅ or raise ``AssertionError``."""
-    integrity.verify()
+    """nbgrader hidden test: verify integrity, run the check, print ✅ or raise ``TestFailure``."""
+    _PASSED.pop(name, None)
+    try:
+        integrity.verify()
+    except AssertionError as exc:
+        raise TestFailure(f"❌ {exc}") from None
     result = _quiet_check(name, obj)
     if not result.passed:
-        raise AssertionError(result.message)
+        raise TestFailure(_failure_line(name, obj, result)) from None
     print(f"✅ {result.message}")
+    _PASSED[name] = (obj, result)
+
+
+def check(name, obj):
+    """Visible test: print the check's ✅ report, or raise ``TestFailure`` with the ❌ report.
+
+    Right after ``grade(name, obj)`` passed on the same object (autograding runs the hidden test
+    first) the check is not run twice. Without the reference package (a student image) it says
+    so and lets the visible tests run."""
+    graded = _PASSED.pop(name, None)
+    if graded is not None and graded[0] is obj:
+        return graded[1]
+    try:
+        result = _quiet_check(name, obj)
+    except Exception as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "solutions":
+            print(NO_REFERENCE_LINE.format(name=name))
+            return None
+        raise TestFailure(f"❌ {name}: 检查无法运行 / the check could not run: {type(exc).__name__}: {exc}") from None
+    if not result.passed:
+        raise TestFailure(_failure_line(name, obj, result)) from None
+    print(f"✅ {result.message}")
+    return result
 
 
 def report(name, obj):
@@ -55,6 +115,96 @@ def report(name, obj):
     else:
         print(f"❌ {result.message}")
     return result
+
+
+def _frames(tb):
+    """(frame, line number) of each traceback entry, outermost first."""
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+_LIBRARY = re.compile(r"(site-packages|dist-packages|/lib/python3|/tutor/|<frozen )")
+
+
+def _where(frame, lineno):
+    """'Name.method, 第 N 行 / line N: code' of a frame in a notebook cell (line numbers are the cell's)."""
+    import linecache
+
+    code = linecache.getline(frame.f_code.co_filename, lineno, frame.f_globals).strip()
+    name = frame.f_code.co_qualname
+    place = "" if name == "<module>" else f"{name}, "
+    return f"{place}第 {lineno} 行 / line {lineno}: {code}"
+
+
+def _short(exc):
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def explain(grade_id, exc, tb):
+    """One bilingual ❌ line (plus where) for an exception raised in a test cell's body."""
+    if isinstance(exc, TestFailure):
+        return exc.report
+    frames = _frames(tb)
+    cell_frame = frames[0][0] if frames else None
+    learner = [(f, n) for f, n in frames if not _LIBRARY.search(f.f_code.co_filename)]
+    inner_frame, inner_line = learner[-1] if learner else (frames[-1] if frames else (None, 0))
+    in_test = inner_frame is cell_frame  # raised by the test cell's own code, not by a function it called
+    where = f"\n  ({_where(inner_frame, inner_line)})" if inner_frame is not None else ""
+    if isinstance(exc, NameError):
+        name = getattr(exc, "name", None) or _short(exc)
+        return (f"❌ {grade_id}: {name} 还没有定义，请先运行定义它的单元格（或从头 Run All）/ "
+                f"{name} is not defined yet: run the cell that defines it first (or Run All from the top)")
+    if isinstance(exc, NotImplementedError) and not in_test:
+        stub = inner_frame.f_code.co_qualname
+        exercise = stub.split(".")[0]
+        return (f"❌ {grade_id}: 请先完成练习 {exercise} / finish exercise {exercise} first "
+                f"({stub} 还是占位代码 / is still a stub)")
+    if isinstance(exc, AssertionError) and in_test:
+        return f"❌ {grade_id}: {_short(exc) or '断言失败 / assertion failed'}{where}"
+    if in_test:
+        return (f"❌ {grade_id}: 可见测试无法继续 / the visible tests could not go on: "
+                f"{type(exc).__name__}: {_short(exc)}{where}\n"
+                f"  多半是返回值的类型或形状不对，对照上面的约定检查 / most likely a return value has the wrong "
+                f"type or shape: compare it with the contract above")
+    return (f"❌ {grade_id}: 你的代码出错 / your code raised {type(exc).__name__}: {_short(exc)}{where}")
+
+
+class test_cell:
+    """Context manager around a graded cell's visible tests.
+
+    ``with test_cell("mha_output_shapes"):`` prints ``✅ mha_output_shapes: 可见测试通过 / visible
+    tests passed`` when the body finishes, and turns any exception into one bilingual ❌ report
+    (``explain``): raised as ``TestFailure`` (source and release editions: the cell fails, as nbgrader
+    needs), or written to stderr with ``keep_going=True`` (self-study edition: Run All goes on, and
+    Validate still sees the failure). ``KeyboardInterrupt`` and other non-``Exception`` errors pass.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, grade_id, keep_going=False):
+        self.grade_id, self.keep_going = grade_id, keep_going
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, exc, tb):
+        if etype is None:
+            print(f"✅ {self.grade_id}: 可见测试通过 / visible tests passed")
+            return False
+        if not issubclass(etype, Exception):
+            return False
+        report_text = explain(self.grade_id, exc, tb)
+        if self.keep_going:
+            sys.stdout.flush()
+            print(report_text, file=sys.stderr, flush=True)
+            return True
+        if isinstance(exc, TestFailure):
+            return False
+        raise TestFailure(report_text) from None
 
 
 class _LockedModule(types.ModuleType):
