@@ -1,0 +1,186 @@
+"""The idiom catalogue (tests/catalogue/idioms.py): idiomatic right answers, run as the notebook runs them.
+
+For each idiom, the chapter's source notebook is executed with plain ``exec`` in one namespace, as
+a kernel would: every code cell before the exercise (setup, provided code, the reference code of
+the other exercises; the graded cells of earlier exercises are skipped), then the idiom's cells in
+place of the exercise cell, then every code cell after it up to the exercise's last graded cell.
+The graded cells hold the visible asserts and the hidden ``tutor.grading.grade`` call, so a pass
+here means visible and hidden tests both pass. Fast (no nbgrader); the end-to-end autograde of the
+same catalogue lives in the class simulation.
+"""
+import ast
+import functools
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from catalogue.idioms import IDIOMS  # noqa: E402
+
+SOURCE = Path(__file__).resolve().parents[1] / "source"
+CHAPTERS = sorted(p.name for p in SOURCE.iterdir() if (p / f"{p.name}.ipynb").exists())
+MIN_IDIOMS = 36
+# Built-ins the exercises replace, as attributes (F.layer_norm, nn.LayerNorm, ...); the notebook's own
+# functions of the same names (a bare ``LayerNorm``) are the learner's and stay allowed.
+FORBIDDEN_ATTRIBUTES = {"scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                        "multi_head_attention_forward", "MultiheadAttention", "layer_norm", "native_layer_norm",
+                        "LayerNorm", "rms_norm", "RMSNorm", "Transformer", "TransformerEncoder",
+                        "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer"}
+
+
+def _nbgrader(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _first_name(source):
+    """The first name a cell defines at top level (def, class or assignment)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return node.name
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _chapter(chapter):
+    """(code cells as (kind, source)), {exercise: (index of its cell, index of its last graded cell)}.
+
+    kind is "solution", "graded" or "code". A graded exercise is a solution cell followed by graded
+    cells before the next solution cell; a solution cell without graded cells (a bonus) is not one."""
+    nb = json.loads((SOURCE / chapter / f"{chapter}.ipynb").read_text(encoding="utf-8"))
+    cells = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        meta = _nbgrader(cell)
+        kind = "solution" if meta.get("solution") else "graded" if meta.get("grade") else "code"
+        cells.append((kind, "".join(cell["source"])))
+    exercises, current = {}, None
+    for i, (kind, source) in enumerate(cells):
+        if kind == "solution":
+            current = (_first_name(source), i)
+        elif kind == "graded" and current is not None:
+            exercises[current[0]] = (current[1], i)
+    return cells, exercises
+
+
+def graded_exercises():
+    """[(chapter, exercise)] for every graded exercise of every chapter, in course order."""
+    return [(chapter, name) for chapter in CHAPTERS for name in _chapter(chapter)[1]]
+
+
+def _run_cell(source, namespace, label):
+    exec(compile(source, label, "exec"), namespace)  # noqa: S102 - the course's own notebook cells
+    plt.close("all")
+
+
+def _names(source):
+    """(names a cell binds outside function bodies, names it reads anywhere): an over-approximation."""
+    tree = ast.parse(source)
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    bound, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo.extend(ast.iter_child_nodes(node))
+    return bound, loaded
+
+
+@functools.lru_cache(maxsize=None)
+def _prefix(chapter, exercise):
+    """The namespace just before the exercise cell.
+
+    Runs the setup cell, the provided and solution cells, and the demo cells that bind a name some
+    later cell reads (idioms of this exercise, the exercise's tests, the cells kept before them).
+    Skipped: the graded cells of earlier exercises, and demo cells nothing reads (slow plots and
+    experiments whose results no test uses)."""
+    cells, exercises = _chapter(chapter)
+    start, end = exercises[exercise]
+    needed = set()
+    for source in [c for idiom in IDIOMS if (idiom.chapter, idiom.exercise) == (chapter, exercise)
+                   for c in idiom.cells] + [source for _, source in cells[start:end + 1]]:
+        needed |= _names(source)[1]
+    keep = []
+    for i in range(start - 1, -1, -1):
+        kind, source = cells[i]
+        bound, loaded = _names(source)
+        if kind == "solution" or i == 0 or (kind == "code" and bound & needed):
+            keep.append(i)
+            needed |= loaded
+    namespace = {"__name__": "__main__"}
+    torch.manual_seed(0)
+    for i in reversed(keep):
+        _run_cell(cells[i][1], namespace, f"<{chapter} cell {i}>")
+    return namespace
+
+
+def run_idiom(idiom):
+    """Execute the idiom in its chapter's notebook; raises what the first failing cell raises."""
+    cells, exercises = _chapter(idiom.chapter)
+    start, end = exercises[idiom.exercise]
+    namespace = dict(_prefix(idiom.chapter, idiom.exercise))
+    dtype = torch.get_default_dtype()
+    try:
+        torch.manual_seed(0)
+        for k, source in enumerate(idiom.cells):
+            _run_cell(source, namespace, f"<idiom {idiom.id} cell {k}>")
+        for i in range(start + 1, end + 1):
+            _run_cell(cells[i][1], namespace, f"<{idiom.chapter} cell {i}>")
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+def test_catalogue_size_and_ids():
+    ids = [idiom.id for idiom in IDIOMS]
+    assert len(ids) >= MIN_IDIOMS, f"only {len(ids)} idioms, need at least {MIN_IDIOMS}"
+    assert len(set(ids)) == len(ids), "idiom ids must be unique"
+
+
+def test_every_graded_exercise_has_an_idiom():
+    covered = {(idiom.chapter, idiom.exercise) for idiom in IDIOMS}
+    missing = [f"{chapter}/{name}" for chapter, name in graded_exercises() if (chapter, name) not in covered]
+    assert not missing, f"graded exercises without an idiom: {', '.join(missing)}"
+
+
+def test_every_idiom_names_a_graded_exercise():
+    known = set(graded_exercises())
+    unknown = [idiom.id for idiom in IDIOMS if (idiom.chapter, idiom.exercise) not in known]
+    assert not unknown, f"idioms naming no graded exercise: {', '.join(unknown)}"
+
+
+def test_idioms_stay_from_scratch():
+    """No idiom imports the reference or tutor, or reaches a built-in its exercise replaces."""
+    for idiom in IDIOMS:
+        for k, source in enumerate(idiom.cells):
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    modules = [node.module or ""]
+                else:
+                    modules = []
+                assert not [m for m in modules if m.split(".")[0] in ("solutions", "tutor")], \
+                    f"{idiom.id} cell {k}: imports {modules}"
+                if isinstance(node, ast.Attribute):
+                    assert node.attr not in FORBIDDEN_ATTRIBUTES, f"{idiom.id} cell {k}: uses .{node.attr}"
+
+
+@pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
+def test_idiom_passes_visible_and_hidden_tests(idiom):
+    run_idiom(idiom)
