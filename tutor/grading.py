@@ -45,6 +45,8 @@ class TestFailure(AssertionError):
     """A failed test whose report is all a learner needs: IPython displays ``_render_traceback_``
     (the report lines) instead of a traceback."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, report):
         super().__init__(report)
         self.report = report

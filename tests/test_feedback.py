@@ -1,0 +1,262 @@
+"""One report everywhere (issue 12): the learner sees the same bilingual ✅/❌ report in the release's
+visible tests, the self-study notebook, ``nbgrader validate`` and the feedback page, and never a
+traceback through the grader, an absolute path, or math that needs the internet.
+
+Fast tests drive ``tutor.grading.test_cell``/``check`` directly; the slow ones execute real
+notebooks and run the real nbgrader commands in temporary directories.
+"""
+import inspect
+import re
+import shutil
+import sys
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+import solutions
+from pipeline_helpers import LESSONS, ROOT, build, nbgrader, read_nb
+from tutor import checks, feedback
+from tutor.grading import TestFailure, check, test_cell
+
+# What must never reach a learner: a Python traceback, a machine path, the grader's own files.
+LEAKS = re.compile(r"Traceback|File \"|site-packages|/tutor/|grading\.py|" + re.escape(str(ROOT)))
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("待实现 / Not implemented yet")
+
+
+def _failure(body, grade_id="cell_id", keep_going=False):
+    """Run ``body`` (a callable) inside ``test_cell``; the TestFailure it raises (or None)."""
+    try:
+        with test_cell(grade_id, keep_going=keep_going):
+            body()
+    except TestFailure as exc:
+        assert exc._render_traceback_() == exc.report.split("\n")
+        return exc
+    return None
+
+
+def test_a_bare_assert_becomes_one_bilingual_line():
+    shape = (2, 5)
+    with pytest.raises(TestFailure) as info:
+        with test_cell("cell_id"):  # the assert sits in the test cell itself, as in a notebook
+            assert shape == (2, 4, 5), "attn 形状应为 (2, 4, 5) / attn must be (2, 4, 5)"
+    report = info.value.report
+    assert report.startswith("❌ cell_id: attn 形状应为 (2, 4, 5) / attn must be (2, 4, 5)")
+    assert "assert shape == (2, 4, 5)" in report and not LEAKS.search(report)
+
+
+def test_a_stub_asks_to_finish_that_exercise():
+    class MultiHeadAttention:
+        __init__ = _stub
+
+    exc = _failure(lambda: MultiHeadAttention())
+    assert "请先完成练习" in exc.report and "finish exercise" in exc.report
+    assert "MultiHeadAttention" in exc.report or "_stub" in exc.report
+
+
+def test_an_undefined_name_asks_to_run_its_cell_first():
+    exc = _failure(lambda: undefined_component)  # noqa: F821
+    assert "undefined_component" in exc.report and "run the cell that defines it first" in exc.report
+
+
+def test_a_crash_in_the_test_itself_blames_the_return_value_not_the_test():
+    weights = [0, 1, 2]  # say, a learner's output with one axis too few
+    with pytest.raises(TestFailure) as info:
+        with test_cell("cell_id"):
+            weights[3]
+    assert "IndexError" in info.value.report and "wrong type or shape" in info.value.report
+
+
+def test_keep_going_reports_on_stderr_and_does_not_raise(capsys):
+    assert _failure(lambda: _stub(), keep_going=True) is None
+    out, err = capsys.readouterr()
+    assert err.startswith("❌ cell_id:") and "finish exercise" in err and out == ""
+    assert _failure(lambda: None, keep_going=True) is None
+    out, err = capsys.readouterr()
+    assert out.startswith("✅ cell_id:") and err == ""
+
+
+def test_check_raises_the_check_report():
+    def softmax(x, axis=-1):
+        return x
+
+    exc = _failure(lambda: check("softmax", softmax), "softmax_is_stable")
+    expected = checks.run_check("softmax", softmax)
+    assert not expected.passed and exc.report == f"❌ {expected.message}"
+    assert "softmax" in _failure(lambda: check("softmax", _stub)).report
+
+
+def test_keyboard_interrupt_is_not_swallowed():
+    def body():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _failure(body, keep_going=True)
+
+
+def test_every_lesson_formula_converts_to_mathml():
+    """Feedback pages draw math with MathML: every formula of every lesson must convert."""
+    for name in LESSONS:
+        for cell in build.read_lesson(name):
+            if cell.cell_type == "markdown":
+                converted = feedback.tex_to_mathml(cell.source)
+                outside_code = re.sub(r"`[^`\n]*`", "", converted)
+                assert "$" not in outside_code, f"{name}: TeX left over in:\n{converted[:500]}"
+
+
+# ---------------------------------------------------------------- slow: real notebooks, real nbgrader
+
+def execute(nb, cwd):
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def outputs_text(cell):
+    parts = []
+    for out in cell.outputs:
+        if out.output_type == "error":
+            parts.append("\n".join(out.traceback))
+        elif out.output_type == "stream":
+            parts.append(out.text)
+    return "\n".join(parts)
+
+
+def reference_code(name, edit=None):
+    code = "\n".join(line for line in inspect.getsource(getattr(solutions, name)).split("\n")
+                     if line.strip() not in (build.BEGIN_SOLUTION, build.END_SOLUTION))
+    if edit:
+        assert code.count(edit[0]) == 1, f"solutions.{name} no longer holds {edit[0]!r}"
+        code = code.replace(*edit)
+    return code
+
+
+def cell(nb, cell_id):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+# The classic mistakes of chapters 01 and 02: scores not divided by sqrt(d_k); heads merged
+# without moving H back next to d_k.
+NO_SCALE = ("attention_numpy", (" / math.sqrt(d_k)", ""))
+MERGE_WITHOUT_TRANSPOSE = ("out.transpose(1, 2).contiguous().view(", "out.reshape(")
+
+
+@pytest.mark.slow
+def test_release_visible_test_names_a_planted_mistake(tmp_path):
+    name, edit = NO_SCALE
+    nb = read_nb(ROOT / "release" / "01_attention" / "01_attention.ipynb")
+    cell(nb, "impl_softmax").source = reference_code("softmax")
+    cell(nb, f"impl_{name}").source = reference_code(name, edit)
+    namespace = {}
+    exec("import math\nimport numpy as np\n" + reference_code("softmax") + "\n" + reference_code(name, edit), namespace)
+    expected = checks.run_check(name, namespace[name])
+    assert not expected.passed and expected.diagnosis, f"the planted mistake is not diagnosed: {expected.message}"
+
+    execute(nb, tmp_path)
+    graded = cell(nb, "attention_numpy_matches_reference")
+    errors = [o for o in graded.outputs if o.output_type == "error"]
+    assert [o.ename for o in errors] == ["TestFailure"], outputs_text(graded)
+    report = outputs_text(graded)
+    assert f"[{expected.diagnosis}]" in report and report.startswith("❌ attention_numpy"), report
+    assert not LEAKS.search(report), report
+
+
+@pytest.mark.slow
+def test_release_wrong_shape_is_reported_not_crashed(tmp_path):
+    """Chapter 02: attention weights averaged over the heads. The shape test says so; the check
+    cell reports the shape and stops before its visible tests could index the wrong tensor."""
+    nb = read_nb(ROOT / "release" / "02_multihead" / "02_multihead.ipynb")
+    cell(nb, "impl_MultiHeadAttention").source = reference_code(
+        "MultiHeadAttention", ("return self.W_o(out), attn", "return self.W_o(out), attn.mean(1)"))
+    execute(nb, tmp_path)
+    for grade_id in ("mha_output_shapes", "mha_matches_reference"):
+        graded = cell(nb, grade_id)
+        report = outputs_text(graded)
+        assert [o.ename for o in graded.outputs if o.output_type == "error"] == ["TestFailure"], report
+        assert "IndexError" not in report and not LEAKS.search(report), report
+    assert "(2, 4, 5, 5)" in outputs_text(cell(nb, "mha_output_shapes"))
+    assert re.search(r"形状|shape", outputs_text(cell(nb, "mha_matches_reference")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LESSONS)
+def test_run_all_on_a_fresh_selfstudy_notebook_keeps_going(name, tmp_path):
+    """Issue 16 item 6: no cell of an untouched self-study notebook raises, so Run All shows every
+    figure; each graded cell reports ❌ on stderr, so Validate still fails it."""
+    nb = execute(read_nb(ROOT / "notebooks" / f"{name}.ipynb"), tmp_path)
+    raised = {c.get("id"): outputs_text(c)[-300:] for c in nb.cells
+              if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)}
+    assert not raised, f"{name}: cells raise on a fresh notebook: {raised}"
+    for graded in (c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")):
+        stderr = "".join(o.text for o in graded.outputs if o.output_type == "stream" and o.name == "stderr")
+        assert stderr.startswith("❌"), f"{name}: graded cell {graded.id} does not report ❌ on stderr"
+
+
+def validate(path):
+    proc = nbgrader("validate", str(path), cwd=ROOT)  # exits 0 whatever it finds: read the output
+    return proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_tells_the_truth_on_selfstudy_notebooks(tmp_path):
+    """``nbgrader validate`` on the self-study edition (and so on a learner's copy of it): unsolved
+    or wrong fails, solved succeeds."""
+    name = "01_attention"
+    unsolved = tmp_path / "unsolved" / f"{name}.ipynb"
+    unsolved.parent.mkdir()
+    shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", unsolved)
+    solved = tmp_path / "solved" / f"{name}.ipynb"
+    solved.parent.mkdir()
+    nbformat.write(build.answer_key_notebook(name), str(solved))
+    wrong = tmp_path / "wrong" / f"{name}.ipynb"
+    wrong.parent.mkdir()
+    nb = build.answer_key_notebook(name)
+    cell(nb, f"impl_{NO_SCALE[0]}").source = reference_code(*NO_SCALE)
+    nbformat.write(nb, str(wrong))
+
+    out = validate(unsolved)
+    assert "Success!" not in out and "VALIDATION FAILED" in out, out[-2000:]
+    assert "finish exercise softmax first" in out
+    out = validate(wrong)
+    assert "Success!" not in out and "VALIDATION FAILED" in out and "attention_numpy" in out, out[-2000:]
+    out = validate(solved)
+    assert "Success!" in out and "FAILED" not in out, out[-2000:]
+
+
+@pytest.mark.slow
+def test_feedback_pages_are_clean_and_read_offline(tmp_path):
+    """Untouched and wrong submissions of chapter 02 through autograde and generate_feedback: no
+    absolute path or grader internals on the page, math as MathML (no MathJax, no CDN), and no
+    checksum or SQLAlchemy warnings in the instructor's log."""
+    name = "02_multihead"
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "source" / name, course / "source" / name)
+    nbgrader("generate_assignment", name, "--force", cwd=course)
+    wrong = read_nb(ROOT / "source" / name / f"{name}.ipynb")
+    cell(wrong, "impl_MultiHeadAttention").source = reference_code("MultiHeadAttention", MERGE_WITHOUT_TRANSPOSE)
+    submissions = {"untouched": read_nb(course / "release" / name / f"{name}.ipynb"), "wrong": wrong}
+    (course / "students.csv").write_text("id\n" + "\n".join(submissions) + "\n")
+    nbgrader("db", "student", "import", "students.csv", cwd=course)
+    for student, nb in submissions.items():
+        folder = course / "submitted" / student / name
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / f"{name}.ipynb"))
+    log = nbgrader("autograde", name, "--force", cwd=course).stderr
+    log += nbgrader("generate_feedback", name, "--force", cwd=course).stderr
+    assert "has changed!" not in log and "SAWarning" not in log, log[-3000:]
+
+    machine_paths = [str(course), str(ROOT), sys.prefix, str(tmp_path)]
+    for student in submissions:
+        html = (course / "feedback" / student / name / f"{name}.html").read_text(encoding="utf-8")
+        for path in machine_paths:
+            assert path not in html, f"{student}: feedback shows the path {path}"
+        assert not re.search(r"site-packages|Traceback \(most recent call last\)|tutor/grading", html), student
+        assert "<math" in html and not re.search(r"cdnjs|MathJax\.Hub|mathjax[^ ]*\.js", html), \
+            f"{student}: math is not MathML, or MathJax is still loaded"
+        assert not re.search(r"<script[^>]+src=\"https?:", html), f"{student}: feedback loads a script from the web"
+        assert "❌" in html, f"{student}: the failed cells show no report"
