@@ -4,25 +4,71 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab test build
+.PHONY: setup lab workspace reset test test-fast build
+
+# torch: the CPU build by default on Linux, from PyTorch's own wheel index (plain PyPI gives
+# Linux the CUDA build: about 20 nvidia-*/triton packages, several GB). `make setup TORCH=cuda`
+# takes PyPI's default build instead (CUDA on Linux); TORCH_INDEX=<url> names another index
+# (e.g. https://download.pytorch.org/whl/cu128). macOS gets PyPI's wheels (CPU/MPS) either way.
+# Where the index cannot be reached, torch comes from the default index (pip.conf) and the
+# set-up says so. To switch an existing environment: `rm -rf .venv`, then `make setup TORCH=...`.
+TORCH ?= cpu
+CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(filter cpu,$(TORCH)),$(if $(filter Linux,$(shell uname -s)),$(CPU_INDEX)))
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
+	@index="$(TORCH_INDEX)"; \
+	if [ -n "$$index" ] && ! $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5)' "$$index" 2>/dev/null; then \
+	  echo "setup: $$index 无法访问，torch 改从默认索引安装 / unreachable: torch comes from the default package index (pip.conf; on Linux, plain PyPI gives the CUDA build)"; \
+	  index=; \
+	fi; \
+	echo "setup: pip install -r requirements.txt -e . $${index:+(torch from $$index)}"; \
+	$(PY) -m pip install --quiet --disable-pip-version-check $${index:+--extra-index-url $$index} -r requirements.txt -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
 
 # Jupyter refuses to start as root (containers, cloud shells) unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+PORT ?= 8888
+LAB_ARGS ?=
 
-lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_FLAG)
+# The server is rooted at the repository (formgrader's links to source/ and release/ work) and
+# opens the learner's workspace/. The venv's bin goes first on PATH for every process the server
+# starts: kernels, and `alembic`, which nbgrader runs to create gradebook.db.
+lab: $(STAMP) workspace
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
+	  --LabApp.default_url=/lab/tree/workspace --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
+
+# The learner's working copies (git-ignored): each self-study notebook is copied once; a file that
+# is already there is never overwritten, so `git pull` + `make lab` only adds new chapters.
+workspace:
+	@mkdir -p workspace
+	@for nb in notebooks/*.ipynb; do \
+	  name=$${nb##*/}; \
+	  if [ ! -e "workspace/$$name" ]; then cp "$$nb" "workspace/$$name" && echo "workspace/$$name: 新章节 / new chapter"; fi; \
+	done
+
+# Start one chapter afresh: `make reset CHAPTER=01_attention` (the old copy goes to workspace/backup/).
+reset:
+	@test -f "notebooks/$(CHAPTER).ipynb" || { echo "用法 / usage: make reset CHAPTER=01_attention (one of: $(basename $(notdir $(wildcard notebooks/*.ipynb))))"; exit 2; }
+	@mkdir -p workspace/backup
+	@if [ -e "workspace/$(CHAPTER).ipynb" ]; then \
+	  backup="workspace/backup/$(CHAPTER)-$$(date +%Y%m%d-%H%M%S).ipynb"; mv "workspace/$(CHAPTER).ipynb" "$$backup"; \
+	  echo "旧版本保存在 / old copy kept as $$backup"; \
+	fi
+	@cp "notebooks/$(CHAPTER).ipynb" "workspace/$(CHAPTER).ipynb" && echo "workspace/$(CHAPTER).ipynb: 已重置 / reset"
 
 # One worker per CPU; each test file stays on one worker (the nbgrader course and the simulated
 # class are module-scoped fixtures). `.venv/bin/python -m pytest tests/x.py` runs serially.
 test: $(STAMP)
 	$(PY) -m pytest -n auto --dist loadfile
+
+# The inner loop: everything but the tests marked slow (nbgrader end to end, the class
+# simulation, notebook re-runs, builds in a temporary copy).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" -n auto
 
 build: $(STAMP)
 	$(PY) tools/build.py

@@ -1,10 +1,34 @@
 # nbgrader configuration for the course. Run every nbgrader command from the repository root
 # (the folder holding this file): all paths below are relative to it.
+import os
+from pathlib import Path
+
 c = get_config()  # noqa: F821  (injected by nbgrader)
+COURSE = Path(__file__).resolve().parent
 
 c.CourseDirectory.course_id = "shousi-transformer"
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
+
+# The exchange (release_assignment, fetch, submit, collect, the Assignment List) is a git-ignored
+# folder of the course, so one person's `make lab` works out of the box. A JupyterHub class shares
+# one system-wide folder instead: set it here and in the students' config (docs/INSTRUCTOR.md).
+c.Exchange.root = str(COURSE / "exchange")
+try:
+    os.makedirs(c.Exchange.root, exist_ok=True)
+except OSError:  # a read-only course directory: nbgrader names the folder when it needs it
+    pass
+
+# The gradebook: SQLite (gradebook.db) unless NBGRADER_DB_URL names another database, such as the
+# PostgreSQL of tools/postgres.sh that several `nbgrader autograde --student` processes share.
+if os.environ.get("NBGRADER_DB_URL"):
+    c.CourseDirectory.db_url = os.environ["NBGRADER_DB_URL"]
+
+# One CPU thread per kernel (torch, NumPy), for every kernel started after this file is read
+# (autograde, validate, and JupyterLab's, which reads it too): the course's tensors are small, and
+# with a thread per core a busy machine makes them spin-wait -- the chapter 06 KV-cache demo ran
+# 20x slower with 2 threads than with 1 on a loaded 2-core machine. An exported value wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # generate_assignment copies every non-notebook file of source/<assignment>/ into release/
 # (and the exchange copies submissions the same way): keep anything that is not student

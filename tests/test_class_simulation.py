@@ -18,6 +18,8 @@ import pytest
 
 from tools import simulate_class
 
+pytestmark = pytest.mark.slow  # a class graded by real nbgrader: `make test-fast` leaves it out
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # One of each family; the other kinds are variations the full script runs.

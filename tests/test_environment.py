@@ -1,4 +1,5 @@
-"""The pip requirements and the conda environment list the same packages at the same versions."""
+"""The pip requirements, the conda environment and the Makefile's set-up make the same choices:
+the same packages at the same versions, and torch's CPU build from the same index."""
 import re
 from pathlib import Path
 
@@ -15,18 +16,30 @@ def _pins(lines):
     return pins
 
 
+def _conda_pip_lines():
+    lines = (ROOT / "environment.yml").read_text().splitlines()
+    return lines[lines.index("  - pip:") + 1:]
+
+
 def test_requirements_and_environment_agree():
     req = _pins((ROOT / "requirements.txt").read_text().splitlines())
-    env_lines = (ROOT / "environment.yml").read_text().splitlines()
-    pip_start = env_lines.index("  - pip:")
-    env = _pins(env_lines[pip_start + 1:])
+    env = _pins(_conda_pip_lines())
     assert req, "requirements.txt lists no pinned packages"
+    assert "torch" in req
     assert req == env
 
 
-def test_torch_is_pinned_to_the_cpu_build_on_disk():
-    assert _pins((ROOT / "requirements.txt").read_text().splitlines())["torch"] == "2.13.0"
+def test_conda_takes_torch_from_the_makefiles_cpu_index():
+    cpu_index = re.search(r"^CPU_INDEX := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert cpu_index.startswith("https://download.pytorch.org/whl/cpu")
+    assert f"      - --extra-index-url {cpu_index}" in _conda_pip_lines()
+
+
+def test_the_cpu_build_is_the_default_and_cuda_an_opt_in():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TORCH \?= cpu$", makefile, re.M)
+    assert "make setup TORCH=cuda" in (ROOT / "README.md").read_text()
 
 
 def test_environment_installs_the_course_package():
-    assert "      - -e ." in (ROOT / "environment.yml").read_text().splitlines()
+    assert "      - -e ." in _conda_pip_lines()

@@ -21,6 +21,8 @@ from nbgrader.validator import Validator
 import solutions
 from pipeline_helpers import LESSONS, ROOT, build, graded_cells, nbgrader, nbgrader_meta, read_nb
 
+pytestmark = pytest.mark.slow  # real nbgrader runs: `make test-fast` leaves them out
+
 COURSE_ID = build.load_nbgrader_config().CourseDirectory.course_id
 GRADED = [n for n in LESSONS if any("grade_id" in c.metadata for c in build.read_lesson(n))]
 

@@ -10,6 +10,8 @@ import pytest
 
 from pipeline_helpers import LESSONS, ROOT
 
+pytestmark = pytest.mark.slow  # every answer key re-run: `make test-fast` leaves them out
+
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 
 
