@@ -50,7 +50,8 @@ np.set_printoptions(precision=4, suppress=True)
 # | `V` | 词表大小（vocabulary size） | 10 – 32000 |
 #
 # 这里的 **token（词元）** 是模型读写的最小单位：可以是一个词、一个子词片段或一个字符，第 07 章的复制任务里是一个符号。
-# 全课程正文统一写 token；“词”只指自然语言里的词（例句、按词切分），“词表（vocabulary）”是所有 token 的集合，大小为 `V`。
+# 全课程正文统一写 token；单独的“词”只指自然语言里的词（例句、按词切分）。沿用的惯称“词表（vocabulary）”是所有 token 的集合，
+# 大小为 `V`；“词嵌入（embedding）”是每个 token 的向量。
 #
 # 自注意力（self-attention）里 `T_q = T_k = T`；交叉注意力（cross-attention）里查询来自解码器、
 # 键和值来自编码器，`T_q` 与 `T_k` 一般不相等。检查故意用 `T_q ≠ T_k` 的用例，

@@ -14,7 +14,7 @@
 # # 03 位置编码（Positional Encoding）
 #
 # 注意力只看“内容像不像”，不看“谁在前谁在后”。这一章先用实验说明这一点，再实现原论文的
-# 正弦位置编码（sinusoidal positional encoding），最后在加分部分实现可学习位置编码（learned positional embedding）
+# 正弦位置编码（sinusoidal positional encoding），最后在选做部分实现可学习位置编码（learned positional embedding）
 # 和今天大模型最常用的旋转位置编码 RoPE（Rotary Position Embedding），并介绍 ALiBi 和 T5 的相对位置偏置。
 #
 # **本章共 8 分**，两个练习，3 个评分单元格：
@@ -25,7 +25,7 @@
 # | 同上 | `pe_table_matches_reference` | 奇数 `d_model`、sin/cos 成对、与参考实现数值一致 | 3 |
 # | `PositionalEncoding`（模块） | `pe_module_matches_reference` | buffer、切片到 `T`、`T > max_len` 报错、dropout、与参考实现一致 | 3 |
 #
-# 加分练习（不计分，自学版和发布版都会立即给出 ✅/❌）：`LearnedPositionalEmbedding`、`rope_frequencies` + `apply_rope`。
+# 选做练习（不计分，自学版和发布版都会立即给出 ✅/❌）：`LearnedPositionalEmbedding`、`rope_frequencies` + `apply_rope`。
 #
 # 本章的置换实验用到第 02 章的 `MultiHeadAttention`（和它依赖的第 01 章 `scaled_dot_product_attention`）。
 # 下面以折叠的只读单元格提供参考实现，所以即使前两章没做完，这一章也能从头跑到尾。
@@ -71,7 +71,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # $$
 #
 # 也就是说：**把输入打乱，输出只是跟着同样打乱**，每个 token 得到的向量一模一样。
-# 这叫置换等变（permutation-equivariant）。有的资料说“注意力是置换不变的（permutation-invariant），打乱后注意力权重不变”——
+# 这叫置换等变（permutation-equivariant）。常见误区：“注意力是置换不变的（permutation-invariant），打乱后注意力权重不变”——
 # 不准确：权重矩阵的行和列都跟着换了位置（$PAP^\top$），只是每对 token 之间的权重数值不变；
 # 真正“不变”的是对所有位置求和或求平均后的结果。
 #
@@ -243,7 +243,9 @@ except NotImplementedError:
 # \mathrm{PE}[p] \cdot \mathrm{PE}[p + k] = \sum_i \big(\sin a \sin b + \cos a \cos b\big) = \sum_i \cos(\omega_i k)
 # $$
 #
-# 只取决于偏移 $k$，并且对 $k$ 和 $-k$ 相同（点积本身分不出前后）。下面用你的表验证这两件事：
+# 只取决于偏移 $k$，并且对 $k$ 和 $-k$ 相同：**原始的** PE 向量之间的点积分不出前后。但注意力里相乘的不是原始 PE，
+# 而是投影之后的查询 $\mathrm{PE}[p]\,W_Q$ 和键 $\mathrm{PE}[p+k]\,W_K$：$W_Q W_K^{\top}$ 一般不对称，
+# 分数对 $+k$ 和 $-k$ 就不同了，模型可以学会分方向。下面用你的表验证这三件事（投影用随机的 $W_Q$、$W_K$）：
 
 # %%
 def rotation_for_offset(k, d_model):
@@ -261,7 +263,11 @@ try:
           torch.allclose(pe_table[5:], pe_table[:-5] @ M5.T, atol=1e-5))
     sim = pe_table @ pe_table.T                                                  # (100, 100): PE[i] . PE[j]
     print("PE[10].PE[17] =", f"{sim[10, 17].item():.4f}", "| PE[50].PE[57] =", f"{sim[50, 57].item():.4f}",
-          "| PE[57].PE[50] =", f"{sim[57, 50].item():.4f}")
+          "| PE[50].PE[43] =", f"{sim[50, 43].item():.4f}")
+    W_q_demo, W_k_demo = torch.randn(2, 64, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    q_pe, k_pe = pe_table @ W_q_demo, pe_table @ W_k_demo                        # (100, 64) @ (64, 16) -> (100, 16)
+    print("after random W_Q, W_K: q[50].k[57] =", f"{(q_pe[50] @ k_pe[57]).item():.4f}",
+          "| q[50].k[43] =", f"{(q_pe[50] @ k_pe[43]).item():.4f}")
     plot_pe_similarity(sim)
     plt.show()
 except NotImplementedError:
@@ -276,8 +282,8 @@ except NotImplementedError:
 # - **没有参数**：直接算出来，不占训练；
 # - **任意长度都能算**：表可以算到任意位置。但“能算”不等于“能用”：模型只在训练长度内见过这些向量，
 #   远超训练长度时效果通常明显变差，所以说它“外推能力强”是夸大了；
-# - 点积分不出方向（$k$ 与 $-k$ 相同），而且位置向量和词向量是**相加**后一起进注意力的，
-#   位置和内容在 $q \cdot k$ 里混在一起（这正是 RoPE 想解决的，见加分部分）。
+# - 原始 PE 的点积分不出方向（$k$ 与 $-k$ 相同），但经过 $W_Q$、$W_K$ 之后可以（上面最后一行）；真正的局限是位置向量和词向量
+#   **相加**后一起进注意力，位置和内容在 $q \cdot k$ 里混在一起，相对位置只能间接地学（这正是 RoPE 想解决的，见选做部分）。
 
 # %% [markdown]
 # ## 7. 练习：`PositionalEncoding` 模块（3 分）
@@ -366,7 +372,7 @@ pair_cols = torch.arange(0, 8, 2)                                     # 2i for d
 print("exponent 2i/d_model with / :", (pair_cols / 8).tolist(), "| with // :", (pair_cols // 8).tolist())
 
 # %% [markdown]
-# ## 9. 加分一：可学习位置编码（Learned Positional Embedding）
+# ## 9. 选做一：可学习位置编码（Learned Positional Embedding）
 #
 # BERT、GPT-2 不用公式，而是训练一张 `nn.Embedding(max_len, d_model)` 表：第 $t$ 行就是位置 $t$ 的向量，和词向量一样随梯度更新。
 #
@@ -382,7 +388,7 @@ print("exponent 2i/d_model with / :", (pair_cols / 8).tolist(), "| with // :", (
 # %% check="LearnedPositionalEmbedding:LearnedPositionalEmbedding"
 
 # %% [markdown]
-# ## 10. 加分二：旋转位置编码 RoPE（Rotary Position Embedding）
+# ## 10. 选做二：旋转位置编码 RoPE（Rotary Position Embedding）
 #
 # RoPE（Su et al., RoFormer, 2021；Llama、Qwen 等采用）不把位置向量**加**到嵌入上，而是在每一层注意力里把
 # 查询和键按各自的位置**旋转**。把 $d$ 维向量看成 $d/2$ 对相邻特征 $(x_{2i}, x_{2i+1})$，
@@ -473,7 +479,7 @@ except NotImplementedError:
 # | T5 相对偏置 | 相对（分桶的距离） | 每头每桶一个标量（如 $32 \times H$） | 注意力分数，可学习偏置 | 能运行：远处都落进最后一个桶 | T5 |
 # | ALiBi | 相对（距离惩罚） | 0 | 每层的注意力分数，偏置 | 外推表现最稳 | BLOOM |
 #
-# （有资料称“RoPE 具有外推性，可直接处理更长序列”——不加缩放技巧时并不成立，这也是长上下文模型要做 RoPE 缩放的原因。）
+# （常见误区：“RoPE 具有外推性，可直接处理更长序列”——不加缩放技巧时并不成立，这也是长上下文模型要做 RoPE 缩放的原因。）
 
 # %% [markdown]
 # ## 12. 面试要点（Q&A）

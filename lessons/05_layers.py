@@ -76,7 +76,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #
 # ### 把查询行也遮挡会怎样
 #
-# 本课程参考的一份材料把查询行也一起遮挡了：`mask = q_visible & k_visible`，形状 `(B, 1, T_q, T_k)`。
+# 常见错误：把查询行也一起遮挡，`mask = q_visible & k_visible`，形状 `(B, 1, T_q, T_k)`。
 # 这样 `<pad>` 查询所在的行**一个键都看不见**。再配上最常见的写法 `masked_fill(~mask, -inf)` + softmax，
 # 这一行的 softmax 是 $e^{-\infty} / \sum e^{-\infty} = 0/0$，得到 NaN。更糟的是，下一层里这些 NaN 位置作为**键和值**出现：
 # 即使它们的权重是 0，`0 × NaN` 仍是 NaN，于是**所有**位置都变成 NaN。下面用两层最朴素的注意力演示：
@@ -91,7 +91,7 @@ def naive_attention(x, mask):
 
 tokens_demo = torch.tensor([[5, 8, 3, 0, 0]])                     # (B=1, T=5): two <pad> at the end
 is_real = tokens_demo != 0                                        # (B, T)
-rows_and_cols = is_real[:, :, None] & is_real[:, None, :]         # (B, T_q, T_k): the seed's version
+rows_and_cols = is_real[:, :, None] & is_real[:, None, :]         # (B, T_q, T_k): query rows masked too (wrong)
 keys_only = is_real[:, None, :].expand(-1, 5, -1)                 # (B, T_q, T_k): padding hides keys only
 x_demo = torch.randn(1, 5, 4, generator=torch.Generator().manual_seed(0))  # (B, T, d)
 for name, mask in (("rows and columns masked", rows_and_cols), ("keys only", keys_only)):
@@ -135,7 +135,7 @@ assert torch.all(_rows[0].sum(-1) == 3), \
 # %% [markdown]
 # ## 2. 因果掩码：只能看自己和过去
 #
-# 解码器训练时一次输入整句目标序列，但位置 $i$ 预测第 $i+1$ 个词时，不能看到位置 $i+1, i+2, \dots$ 的词，否则就是抄答案。
+# 解码器训练时一次输入整句目标序列，但位置 $i$ 预测第 $i+1$ 个 token 时，不能看到位置 $i+1, i+2, \dots$ 的 token，否则就是抄答案。
 # 因果掩码（causal mask，也叫 look-ahead / subsequent mask）让查询 $i$ 只看键 $j \le i$：
 #
 # $$
@@ -144,9 +144,9 @@ assert torch.all(_rows[0].sum(-1) == 3), \
 #
 # 也就是**包括对角线**的下三角。两个常见的误解：
 #
-# - “位置 $i$ 只能看 $0$ 到 $i-1$”——错。那样位置 0 一个键都看不到（又是全被遮挡的行），而且每个位置都看不到自己刚输入的那个词。
-#   位置 $i$ 的输入本身就是已知的（训练时它是右移一位后的目标 `tgt_in`，推理时是上一步生成的词），看自己不算作弊。
-# - “因果掩码是上三角”——看你用哪种约定。另一份参考材料用 `torch.triu(ones, diagonal=1)` 且 **1 = 遮挡**：
+# - “位置 $i$ 只能看 $0$ 到 $i-1$”——错。那样位置 0 一个键都看不到（又是全被遮挡的行），而且每个位置都看不到自己刚输入的那个 token。
+#   位置 $i$ 的输入本身就是已知的（训练时它是右移一位后的目标 `tgt_in`，推理时是上一步生成的 token），看自己不算作弊。
+# - “因果掩码是上三角”——看你用哪种约定。不少代码用 `torch.triu(ones, diagonal=1)` 且 **1 = 遮挡**（第 00 章第 2 节）：
 #   那是**被遮挡**的严格上三角，正好是我们这个掩码的补集：`~triu(ones, 1) == tril(ones)`。两种写法等价，混用就全反了。
 
 # %%
@@ -160,6 +160,18 @@ print("~triu(ones, diagonal=1) equals tril:", torch.equal(~triu_blocked, tril))
 # ### 练习 2：`make_subsequent_mask(T, device=None)`（2 分）
 #
 # 返回 `(1, 1, T, T)` 的布尔下三角（含对角线），建在 `device` 上（推理时序列在 GPU 上，掩码也要在）。
+
+# %% [markdown]
+# <details><summary>提示 / hint（卡住了再展开 / open when stuck）</summary>
+#
+# - `torch.tril` 保留一个矩阵的下三角（含对角线），其余位置置 0（布尔矩阵则置 `False`）。
+#   / `torch.tril` keeps the lower triangle, diagonal included, and zeroes the rest.
+# - 让它作用在一个 `T × T`、全为 `True` 的布尔矩阵上；建这个矩阵时就传入 `dtype` 和 `device`，之后不用再转换。
+#   / Apply it to a `T × T` all-True bool matrix created with the right `dtype` and `device`.
+# - 最后在前面补出两个长度为 1 的轴（`x[None, None]` 或两次 `unsqueeze(0)`），得到 `(1, 1, T, T)`。
+#   / Add two leading singleton axes to get `(1, 1, T, T)`.
+#
+# </details>
 
 # %% exercise="make_subsequent_mask"
 
@@ -208,7 +220,7 @@ except NotImplementedError:
 # 右图最后一行：`<pad>` 作为查询仍能看到前面的真实 token（它的输出会被损失函数忽略），而任何查询都看不到 `<pad>` 这一列。
 #
 # 一个细节：目标序列**右侧**补齐时，`<pad>` 总在真实 token 之后，因果掩码本来就遮挡了真实查询看 `<pad>` 键——
-# 所以另一份参考材料写了目标填充掩码却忘了把它 `&` 进去，结果碰巧没错。但左侧补齐（有些生成式模型这样做）时它就必不可少：
+# 所以一个常见的疏漏——构造了目标填充掩码，却忘了把它 `&` 进去——在右侧补齐时碰巧没错。但左侧补齐（有些生成式模型这样做）时它就必不可少：
 # `<pad> <pad> <bos> I love` 里，`<bos>` 按因果掩码能看到前面两个 `<pad>` 键，只有填充掩码能把它们遮挡。
 # 这时 `pad & causal` 还会让开头的 `<pad>` 查询行**全被遮挡**（它们按因果只能看前面的 `<pad>`）——这是“只遮挡键”的约定下
 # 唯一会出现全被遮挡行的情形；第 01 章的 `scaled_dot_product_attention` 对这种行输出 0，而这些行的输出本来也没人用。
@@ -244,6 +256,24 @@ except NotImplementedError:
 # `norm1`、`norm2`（`ResidualLayerNorm`，它的 `forward(x, sublayer_out)` 计算 `ln(x + sublayer_out)`）和 `dropout`——
 # 评分时会按这些名字把参考权重拷进你的层。把 `dropout` 概率也传给 `MultiHeadAttention` 和 `FeedForward`（与 PyTorch 一致）。
 # `forward(x, src_mask=None)` 返回 `(x, attn)`，`attn` 是自注意力每个头的权重。
+
+# %% [markdown]
+# <details><summary>提示 / hint（卡住了再展开 / open when stuck）</summary>
+#
+# **`__init__`**：按上面的属性名建好五个子模块。两个 `ResidualLayerNorm` 是两个独立的对象（各有自己的参数），不能共用一个。
+# / Build the five sub-modules under the names above; the two `ResidualLayerNorm` are separate objects.
+#
+# **`forward`**，伪代码 / pseudo-code：
+#
+# 1. 自注意力：查询、键、值都是 `x`，掩码是 `src_mask`。`MultiHeadAttention` 返回 `(输出, 权重)`，权重留到最后返回。
+#    / Self-attention with `x` as queries, keys and values and `src_mask`; keep the weights for the return value.
+# 2. 第一次 Add & Norm：对注意力输出做 dropout，再交给 `norm1`；`norm1` 的第一个参数是这个子层的**输入**。
+#    / Dropout on the attention output, then `norm1(sublayer input, that)`.
+# 3. FFN 子层照做一遍：第 2 步的结果 → `ffn` → dropout → `norm2`（第一个参数仍是这个子层的输入）。
+#    / The same for the FFN sublayer, starting from the result of step 2.
+# 4. 返回 `(第 3 步的结果, 第 1 步的权重)`。/ Return the result of step 3 and the weights of step 1.
+#
+# </details>
 
 # %% exercise="EncoderLayer"
 
@@ -310,6 +340,23 @@ assert torch.allclose(_y.mean(-1), torch.zeros(2, 6), atol=1e-5), \
 #
 # 属性名：`self_attn`、`cross_attn`（`MultiHeadAttention`）、`ffn`、`norm1`、`norm2`、`norm3`、`dropout`。
 # `forward(y, memory, tgt_mask=None, memory_mask=None)` 返回 `(y, (self_attn_w, cross_attn_w))`。
+
+# %% [markdown]
+# <details><summary>提示 / hint（卡住了再展开 / open when stuck）</summary>
+#
+# 与 `EncoderLayer` 同一个模式，只是三个子层，每个都是“子层 → dropout → `normK`(子层的输入, ·)”：
+# / The encoder's pattern with three sublayers, each "sublayer -> dropout -> normK(sublayer input, ...)":
+#
+# 1. 掩码自注意力：查询、键、值都是 `y`，掩码 `tgt_mask` → `norm1`；
+#    / masked self-attention over `y` with `tgt_mask`, then `norm1`;
+# 2. 交叉注意力：查询是**第 1 步的结果**，键和值都是 `memory`，掩码 `memory_mask` → `norm2`；
+#    / cross-attention: queries = the result of step 1, keys = values = `memory`, mask `memory_mask`, then `norm2`;
+# 3. FFN → `norm3`。/ the FFN, then `norm3`.
+#
+# 两个注意力模块是不同的对象；两份权重都留下，按 `(y, (自注意力权重, 交叉注意力权重))` 返回。
+# / Two distinct attention modules; return `(y, (self-attention weights, cross-attention weights))`.
+#
+# </details>
 
 # %% exercise="DecoderLayer"
 
@@ -400,7 +447,7 @@ except NotImplementedError:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 训练好的翻译或复制模型里，这张图会出现清晰的“对齐”（alignment）：目标第 $i$ 个词主要看源序列里与它对应的词。第 07 章的复制任务会画出一条对角线。
+# 训练好的翻译或复制模型里，这张图会出现清晰的“对齐”（alignment）：目标第 $i$ 个 token 主要看源序列里与它对应的 token。第 07 章的复制任务会画出一条对角线。
 
 # %% [markdown]
 # ## 7. 与 PyTorch 的 `nn.TransformerEncoderLayer` / `nn.TransformerDecoderLayer` 逐位相等
@@ -518,7 +565,7 @@ except NotImplementedError:
 
 # %% [markdown]
 # 编码器层 3,152,384 个参数，其中 FFN 2,099,712（约 2/3），注意力 1,050,624（约 1/3），LayerNorm 只有 2,048。
-# 有材料说“单层约 3.15M，6 层约 18.9M”——那只是 6 个**编码器**层；解码器层每层多一个交叉注意力，是 4,204,032，
+# 常见误区：说 6 层 Transformer 的层参数是“单层约 3.15M，6 层约 18.9M”——那只是 6 个**编码器**层；解码器层每层多一个交叉注意力，是 4,204,032，
 # 6 层共 25.2M。整个模型（加上词嵌入和输出层）的参数表在第 06 章。
 
 # %% [markdown]
@@ -531,8 +578,54 @@ except NotImplementedError:
 # | 自注意力方向 | 双向：看整句 | 单向：只看自己和过去 |
 # | 掩码 | 源填充掩码 | 自注意力：目标填充 & 因果；交叉注意力：源填充 |
 # | 输入 | 只有源序列 | 目标序列 + 编码器输出 memory |
-# | 并行性 | 训练、推理都一次算完整句 | 训练时整句并行（teacher forcing + 因果掩码），推理时逐词串行 |
+# | 并行性 | 训练、推理都一次算完整句 | 训练时整句并行（teacher forcing + 因果掩码），推理时逐个 token 串行 |
 # | 参数（$d_{\text{ff}} = 4d$） | 约 $12d^2$ | 约 $16d^2$ |
+
+# %% [markdown]
+# ### 推理时去掉因果掩码会怎样
+#
+# 常见误区：“因果掩码只在训练时需要，推理时未来的 token 还没生成，反正看不到。”如果推理时每一步都把**整个前缀**重新送进解码器
+# （第 06 章的 `greedy_decode` 就是这样做的），前缀里靠前的位置在这一步看得到它后面已经生成的 token：不加因果掩码，
+# 它们的表示就和训练时不同，再经过下一层传给最后一个位置，预测的下一个 token 也就变了。
+#
+# 下面用未训练的 `DecoderLayer` 模拟逐步生成：第 $t$ 步送入前 $t$ 个位置，取**最后一个位置**的输出（它决定下一个 token），
+# 与训练时“整句 + 因果掩码”一次算出的第 $t$ 个位置比较，分别用 1 层和 2 层解码器。
+
+# %%
+gen = torch.Generator().manual_seed(8)
+y_steps = torch.randn(1, 5, 16, generator=gen)             # (B, T_t, d_model): the prefix, fed one more position per step
+memory_steps = torch.randn(1, 6, 16, generator=gen)        # (B, T_s, d_model)
+
+
+def run_decoder(layers, y, tgt_mask):
+    """Stacked decoder layers over y (B, t, d_model) -> (B, t, d_model); no source padding here."""
+    for layer in layers:
+        y, _ = layer(y, memory_steps, tgt_mask)
+    return y
+
+
+try:
+    torch.manual_seed(8)
+    stack = [DecoderLayer(16, 4, 32, dropout=0.0).eval() for _ in range(2)]
+    with torch.no_grad():
+        for n_layers in (1, 2):
+            layers = stack[:n_layers]
+            training_pass = run_decoder(layers, y_steps, make_subsequent_mask(5))     # (B, T_t, d_model) in one go
+            gaps = {}
+            for name, use_mask in (("with the causal mask", True), ("without it", False)):
+                last = [run_decoder(layers, y_steps[:, :t], make_subsequent_mask(t) if use_mask else None)[:, -1]
+                        for t in range(1, 6)]                                      # 5 x (B, d_model): step t's last position
+                gaps[name] = (torch.stack(last, dim=1) - training_pass).abs().max().item()
+            print(f"{n_layers} decoder layer(s): step-by-step last position vs the training pass, largest difference: "
+                  + " | ".join(f"{k} {'0 (equal)' if v < 1e-5 else f'{v:.2f}'}" for k, v in gaps.items()))
+except NotImplementedError:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# 有因果掩码时，逐步生成与训练时的一次前向完全一致。去掉它，1 层时最后一个位置碰巧不受影响（它本来就能看所有键）；
+# 从 2 层起就不同了（输出经过 LayerNorm，每个分量的量级约为 1，差 0.1 并不小）：第 1 层里靠前的位置偷看了后面的 token，
+# 第 2 层的最后一个位置读到的是这些“变了味”的表示。
+# 所以只要每步重算整个前缀，推理时就必须带着因果掩码；第 06 章的 KV 缓存只算最新一个位置，才不再需要它。
 
 # %% [markdown]
 # ## 10. 易错点清单
@@ -566,9 +659,9 @@ except NotImplementedError:
 # 和填充掩码 `(B, 1, 1, T)` 做 `&` 得到 `(B, 1, T, T)`。
 #
 # **Q4：训练时解码器一次输入整句目标，怎么保证不“偷看”？推理时还需要因果掩码吗？**
-# 靠因果掩码：整句并行计算，但位置 $i$ 的分数里 $j > i$ 的都被遮挡，等价于逐词生成。
-# 推理时每一步都重新算整个前缀的话，仍然需要因果掩码，否则前面位置的表示会和训练时不同；用 KV 缓存每次只算最新一个词时，
-# 新词本来就只能看已有的键，掩码自然满足（第 06 章）。
+# 靠因果掩码：整句并行计算，但位置 $i$ 的分数里 $j > i$ 的都被遮挡，等价于逐个 token 生成。
+# 推理时每一步都重新算整个前缀的话，仍然需要因果掩码，否则前面位置的表示会和训练时不同，从第 2 层起连最后一个位置也跟着变（第 9 节实测）；
+# 用 KV 缓存每次只算最新一个 token 时，它本来就只能看已有的键，掩码自然满足（第 06 章）。
 #
 # **Q5：交叉注意力的 Q、K、V 分别来自哪里？输出形状？**
 # Q 来自解码器（上一子层的输出），K、V 都来自编码器最后一层的输出 memory；权重 `(B, H, T_t, T_s)`，输出 `(B, T_t, d_model)`。
@@ -586,4 +679,4 @@ except NotImplementedError:
 # 布尔掩码 True = 遮挡；填充用 `*_key_padding_mask (B, T)`；`in_proj_weight` 把 q/k/v 打包；默认 Post-LN（`norm_first=False`）、
 # ReLU、dropout 0.1；默认 `batch_first=False`（形状 `(T, B, d)`）。
 #
-# 下一章：把嵌入、位置编码、$N$ 层编码器和解码器、输出层装成完整的 `Transformer`，并让它逐词生成。
+# 下一章：把嵌入、位置编码、$N$ 层编码器和解码器、输出层装成完整的 `Transformer`，并让它逐个 token 生成。

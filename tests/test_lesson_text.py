@@ -21,7 +21,7 @@ SOURCE_DOCUMENT = re.compile(
     r"|seed\s*(?:资料|材料|文档)"
     r"|\bseeds?[-_ ]?0\d\d"                        # seed-002, seed 000, seed000, seeds 000
     r"|\bseed[-_ ]style|\bthe seeds?'s?\b|\bseed documents?\b|shared/seeds"
-    r"|\bsource materials?\b",
+    r"|\b(?:source|reference) materials?\b",
     re.IGNORECASE,
 )
 
@@ -40,7 +40,7 @@ def test_no_reference_to_documents_the_learner_cannot_read(path):
 @pytest.mark.parametrize("text", [
     "有材料说“单层约 3.15M”", "参考材料里的写法", "种子文档 000 的复制任务", "课程的 seed 资料 002",
     "seed-002 style: 1 = blocked", "constant 3e-4 (seed 000's run)", "def seed_style_greedy(model):",
-    "the seed's version", "本课程参考的一份材料", "另一份参考材料用 triu", "as the source material says",
+    "the seed's version", "The reference material's loop", "本课程参考的一份材料", "另一份参考材料用 triu", "as the source material says",
 ])
 def test_pattern_catches_references(text):
     assert mentions(text), text
