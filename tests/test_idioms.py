@@ -12,6 +12,8 @@ import ast
 import functools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -20,6 +22,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -184,3 +187,52 @@ def test_idioms_stay_from_scratch():
 @pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
 def test_idiom_passes_visible_and_hidden_tests(idiom):
     run_idiom(idiom)
+
+
+def _submission(idiom):
+    """The chapter's source notebook as the learner hands it in with this idiom (nbformat node)."""
+    nb = nbformat.read(SOURCE / idiom.chapter / f"{idiom.chapter}.ipynb", as_version=4)
+    code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    at = code[_chapter(idiom.chapter)[1][idiom.exercise][0]]
+    nb.cells[at].source = idiom.cells[0]
+    nb.cells[at + 1:at + 1] = [nbformat.v4.new_code_cell(source) for source in idiom.cells[1:]]
+    return nb
+
+
+@pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
+def test_audit_accepts_idiom(idiom):
+    """The submission audit (the preprocessor nbgrader autograde runs) voids no graded cell."""
+    from tutor.hardening import AuditSubmission
+
+    nb, _ = AuditSubmission().preprocess(_submission(idiom), {})
+    voided = [(cell.metadata["nbgrader"]["grade_id"], out["evalue"]) for cell in nb.cells
+              if cell.get("metadata", {}).get("nbgrader", {}).get("grade") for out in cell.get("outputs", [])
+              if out.get("output_type") == "error"]
+    assert not voided, f"{idiom.id}: the audit voids {voided}"
+
+
+def test_an_optimizer_step_is_not_tampering():
+    """torch wraps torch.manual_seed itself when torch._dynamo is first imported (the first step of
+    any optimizer does it): training before a graded cell must not read as tampering, while a
+    learner's own replacement of torch.manual_seed still does. Fresh process: the import happens once."""
+    code = """
+import functools
+import torch
+import tutor.grading
+from tutor import integrity
+model = torch.nn.Linear(2, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model(torch.randn(1, 2)).sum().backward()
+optimizer.step()
+integrity.verify()
+seed = torch.manual_seed
+torch.manual_seed = functools.wraps(seed)(lambda s: seed(s))
+try:
+    integrity.verify()
+except AssertionError as exc:
+    print("caught:", exc)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "caught:" in run.stdout and "manual_seed" in run.stdout, run.stdout

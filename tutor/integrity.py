@@ -13,6 +13,7 @@ this module catches what actually changed at run time. ``verify()`` also puts ev
 changed back as it was, so a tampering costs the graded cell that meets it, and the exercises after
 it are graded by the real machinery again.
 """
+import os
 import sys
 
 WATCHED = ["builtins", "torch", "torch.testing", "torch.nn.functional", "numpy", "numpy.testing",
@@ -22,6 +23,11 @@ WATCHED_CLASSES = [("torch", "Tensor"), ("torch.nn", "Module")]
 INTERACTIVE_BUILTINS = {"exit", "quit", "copyright", "credits", "license", "help", "display", "get_ipython",
                         "input", "raw_input"}  # ipykernel installs a fresh input() for every execute request
 TAMPERED = ("评分机制被修改，本题不计分：{what} / The grading machinery was modified, this cell is not graded: {what}")
+
+# Attributes torch replaces by itself on first use: importing torch._dynamo (the first step of any
+# optimizer does) wraps torch.manual_seed in a wrapper of the same function. Accepted in that form
+# only: the new object wraps the recorded one (``__wrapped__``) and its code lives in torch itself.
+SELF_WRAPPED = {("torch", "manual_seed")}
 
 _snapshot = {}  # label -> (object, {attribute name: value})
 _modules = {}   # module name -> module object at snapshot time
@@ -50,10 +56,23 @@ def snapshot():
             _take(label, getattr(module, cls_name))
 
 
-def _changed(obj, attrs):
+def _self_wrapped(label, key, old, new):
+    """True when torch itself replaced ``label.key`` by a wrapper of the recorded ``old`` (SELF_WRAPPED)."""
+    torch = sys.modules.get("torch")
+    code = getattr(new, "__code__", None)
+    if (label, key) not in SELF_WRAPPED or torch is None or code is None:
+        return False
+    if getattr(new, "__wrapped__", None) is not old:
+        return False
+    root = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+    return os.path.realpath(code.co_filename).startswith(root)
+
+
+def _changed(label, obj, attrs):
     now = vars(obj)
     return sorted(k for k, v in attrs.items()
-                  if now.get(k, _MISSING) is not v and not k.startswith("_") and k not in INTERACTIVE_BUILTINS)
+                  if now.get(k, _MISSING) is not v and not k.startswith("_") and k not in INTERACTIVE_BUILTINS
+                  and not _self_wrapped(label, k, v, now.get(k, _MISSING)))
 
 
 def problems():
@@ -61,7 +80,7 @@ def problems():
     found = [f"sys.modules[{name!r}] 被替换 / was replaced"
              for name, module in _modules.items() if sys.modules.get(name) is not module]
     for label, (obj, attrs) in _snapshot.items():
-        changed = _changed(obj, attrs)
+        changed = _changed(label, obj, attrs)
         if changed:
             found.append(f"{label}.{', '.join(changed[:5])}")
     return found
@@ -71,8 +90,8 @@ def restore():
     """Put every watched module back in ``sys.modules`` and every changed attribute back."""
     for name, module in _modules.items():
         sys.modules[name] = module
-    for obj, attrs in _snapshot.values():
-        for key in _changed(obj, attrs):
+    for label, (obj, attrs) in _snapshot.items():
+        for key in _changed(label, obj, attrs):
             setattr(obj, key, attrs[key])
 
 

@@ -1117,3 +1117,268 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     scheduler.step()
     return loss.detach().item()
 ''')
+
+# ---------------------------------------------------------------- more idioms: imports, hooks and helpers people use
+
+idiom("sdpa_module_learner_base_class", "01_attention", "ScaledDotProductAttention",
+      "a learner-written base class with extra_repr, the exercise class subclassing it without its own __init__", r'''
+class AttentionBase(nn.Module):
+    """Shared by every attention module I write: the dropout probability and its repr."""
+
+    def __init__(self, dropout=0.0):
+        super().__init__()
+        self.dropout_p = dropout
+
+    def extra_repr(self):
+        return f"dropout={self.dropout_p}"
+
+
+class ScaledDotProductAttention(AttentionBase):
+    def forward(self, Q, K, V, mask=None):
+        return scaled_dot_product_attention(Q, K, V, mask, self.dropout_p, self.training)
+''')
+
+idiom("mha_reimports_namedtuple_property_call", "02_multihead", "MultiHeadAttention",
+      "re-imports in the cell (import torch, from torch import Tensor, nn, from torch.nn import functional as F), "
+      "a typing.NamedTuple output, add_module in a loop, @property d_k, __call__ overridden with type hints "
+      "calling super().__call__", r'''
+import math
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+
+class AttentionOutput(NamedTuple):
+    out: Tensor      # (B, T_q, d_model)
+    attn: Tensor     # (B, H, T_q, T_k)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not a multiple of num_heads={num_heads}")
+        self.d_model, self.num_heads, self.dropout_p = d_model, num_heads, dropout
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            self.add_module(name, nn.Linear(d_model, d_model))
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.num_heads
+
+    def __call__(self, x_q: Tensor, x_kv: Tensor, mask: Optional[Tensor] = None) -> AttentionOutput:
+        return super().__call__(x_q, x_kv, mask)
+
+    def forward(self, x_q, x_kv, mask=None):
+        B, T_q, _ = x_q.shape
+        q = self.W_q(x_q).view(B, T_q, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_q, d_k)
+        k = self.W_k(x_kv).view(B, -1, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_k, d_k)
+        v = self.W_v(x_kv).view(B, -1, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_k, d_k)
+        out, attn = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)
+        out = out.transpose(1, 2).contiguous().view(B, T_q, self.d_model)          # (B, T_q, d_model)
+        return AttentionOutput(self.W_o(out), attn)
+''')
+
+idiom("posenc_ordereddict_cache", "03_positional", "PositionalEncoding",
+      "from collections import OrderedDict, a module-level cache dict written by subscript, move_to_end and "
+      "popitem (the learner's own dict), clone of a cached table", r'''
+from collections import OrderedDict
+
+_TABLES = OrderedDict()   # (max_len, d_model, dtype) -> table; the most recently used last
+
+
+def cached_table(max_len, d_model):
+    key = (max_len, d_model, torch.get_default_dtype())
+    if key not in _TABLES:
+        _TABLES[key] = sinusoidal_positional_encoding(max_len, d_model)
+    _TABLES.move_to_end(key)
+    if len(_TABLES) > 8:
+        _TABLES.popitem(last=False)
+    return _TABLES[key].clone()
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pe", cached_table(max_len, d_model).unsqueeze(0))   # (1, max_len, d_model)
+
+    def forward(self, x):
+        if x.size(1) > self.pe.size(1):
+            raise ValueError(f"T={x.size(1)} > max_len={self.pe.size(1)}")
+        return self.dropout(x + self.pe[:, : x.size(1)])
+''')
+
+idiom("ffn_wraps_decorator_full_path_getattr", "04_ffn_layernorm", "FeedForward",
+      "a learner-written decorator with functools.wraps around forward (shape assert), "
+      "getattr(torch.nn.functional, name) by its full path", r'''
+from functools import wraps
+
+
+def keeps_shape(forward):
+    """Decorator: the wrapped forward must return a tensor of its input's shape."""
+    @wraps(forward)
+    def wrapper(self, x):
+        out = forward(self, x)
+        assert out.shape == x.shape, f"{type(self).__name__}: {tuple(x.shape)} -> {tuple(out.shape)}"
+        return out
+    return wrapper
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
+        self.activation_name = activation
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    @keeps_shape
+    def forward(self, x):
+        act = getattr(torch.nn.functional, self.activation_name)
+        return self.fc2(self.dropout(act(self.fc1(x))))
+''')
+
+idiom("layernorm_register_parameter_constants", "04_ffn_layernorm", "LayerNorm",
+      "from torch.nn import Module, Parameter; Module.__init__(self); a __constants__ class attribute; "
+      "register_parameter; torch.square", r'''
+from torch.nn import Module, Parameter
+
+
+class LayerNorm(Module):
+    __constants__ = ["eps"]
+
+    def __init__(self, d_model, eps=1e-5):
+        Module.__init__(self)
+        self.eps = eps
+        self.register_parameter("weight", Parameter(torch.ones(d_model)))
+        self.register_parameter("bias", Parameter(torch.zeros(d_model)))
+
+    def forward(self, x):
+        mu = torch.mean(x, dim=-1, keepdim=True)                            # (..., 1)
+        sigma2 = torch.mean(torch.square(x - mu), dim=-1, keepdim=True)     # (..., 1)
+        return self.weight * (x - mu) / torch.sqrt(sigma2 + self.eps) + self.bias
+''')
+
+idiom("subsequent_mask_ones_tril_chain", "05_layers", "make_subsequent_mask",
+      "a float ones matrix, Tensor.tril(), .bool(), chained unsqueeze", r'''
+def make_subsequent_mask(T, device=None):
+    return torch.ones(T, T, device=device).tril().bool().unsqueeze(0).unsqueeze(0)    # (1, 1, T, T)
+''')
+
+idiom("encoder_layer_partial_sublayer_method", "05_layers", "EncoderLayer",
+      "functools.partial as a local factory, a private _sublayer method taking a lambda or a module", r'''
+from functools import partial
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__()
+        Norm = partial(ResidualLayerNorm, d_model)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2 = Norm(), Norm()
+        self.dropout = nn.Dropout(dropout)
+
+    def _sublayer(self, x, norm, fn):
+        out = fn(x)
+        out, weights = out if isinstance(out, tuple) else (out, None)
+        return norm(x, self.dropout(out)), weights
+
+    def forward(self, x, src_mask=None):
+        x, attn = self._sublayer(x, self.norm1, lambda h: self.self_attn(h, h, src_mask))
+        x, _ = self._sublayer(x, self.norm2, self.ffn)
+        return x, attn
+''')
+
+idiom("transformer_clones_deepcopy_inference_mode", "06_transformer", "Transformer",
+      "import copy and the Annotated Transformer's clones() helper (copy.deepcopy in an nn.ModuleList); "
+      "greedy_decode under @torch.inference_mode() with boolean-row assignment and torch.logical_or", r'''
+import copy
+
+
+def clones(module, n):
+    """n independent deep copies of a module, in an nn.ModuleList."""
+    return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
+                 dropout=0.1, max_len=512, pad_id=0):
+        super().__init__()
+        self.d_model, self.pad_id = d_model, pad_id
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
+        self.encoder_layers = clones(EncoderLayer(d_model, num_heads, d_ff, dropout), num_layers)
+        self.decoder_layers = clones(DecoderLayer(d_model, num_heads, d_ff, dropout), num_layers)
+        self.out_proj = nn.Linear(d_model, tgt_vocab)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def encode(self, src):
+        src_mask = make_pad_mask(src, self.pad_id)
+        x = self.pos_enc(self.src_embed(src) * math.sqrt(self.d_model))
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)[0]
+        return x
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        T = tgt_in.size(1)
+        tgt_mask = make_subsequent_mask(T, tgt_in.device) & make_pad_mask(tgt_in, self.pad_id)
+        y = self.pos_enc(self.tgt_embed(tgt_in) * math.sqrt(self.d_model))
+        for layer in self.decoder_layers:
+            y = layer(y, memory, tgt_mask, src_mask)[0]
+        return y
+
+    def forward(self, src, tgt_in):
+        memory = self.encode(src)
+        return self.out_proj(self.decode(tgt_in, memory, make_pad_mask(src, self.pad_id)))
+
+    @torch.inference_mode()
+    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
+        src_mask = make_pad_mask(src, self.pad_id)
+        memory = self.encode(src)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)      # (B, 1)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)            # (B,)
+        for _ in range(max_new_tokens):
+            logits = self.out_proj(self.decode(ys, memory, src_mask)[:, -1])               # (B, tgt_vocab)
+            next_token = logits.argmax(-1, keepdim=True)                                    # (B, 1)
+            next_token[finished] = self.pad_id
+            ys = torch.cat([ys, next_token], dim=-1)
+            finished = torch.logical_or(finished, next_token.squeeze(-1) == eos_id)
+            if torch.all(finished):
+                break
+        return ys
+''')
+
+idiom("copy_loss_reduction_sum_typed_imports", "07_copy_task", "copy_loss",
+      "re-imports (import torch.nn.functional as F, from torch import Tensor), shape unpacking, view, "
+      "reduction='sum' divided by the count of real tokens", r'''
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def copy_loss(logits: Tensor, tgt_out: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    B, T, V = logits.shape
+    total = F.cross_entropy(logits.reshape(B * T, V), tgt_out.reshape(B * T), ignore_index=pad_id, reduction="sum")
+    return total / (tgt_out != pad_id).sum()
+''')
+
+idiom("exact_match_numpy_rows", "07_copy_task", "exact_match",
+      "NumPy: .cpu().numpy(), np.pad with constant_values, argmax for the first EOS, np.array_equal per row, "
+      "float(np.mean(...))", r'''
+def exact_match(pred, tgt_out, eos_id=EOS_ID, pad_id=PAD_ID):
+    p, t = pred.cpu().numpy(), tgt_out.cpu().numpy()
+    T = t.shape[1]
+    if p.shape[1] < T:
+        p = np.pad(p, ((0, 0), (0, T - p.shape[1])), constant_values=pad_id)       # (B, T)
+    ends = (t == eos_id).argmax(axis=1)                                             # (B,): first EOS
+    hits = [np.array_equal(p[i, : e + 1], t[i, : e + 1]) for i, e in enumerate(ends)]
+    return float(np.mean(hits))
+''')
