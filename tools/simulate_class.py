@@ -635,7 +635,7 @@ def main(argv=None):
         print("\n".join(KINDS + idiom_kinds()))
         return 0
     kinds = list(args.submission or KINDS)
-    unknown = [k for k in kinds if k not in KINDS + idiom_kinds()]
+    unknown = [k for k in kinds if k not in KINDS and not re.fullmatch(r"idioms_\d+", k)]
     if unknown:
         parser.error(f"unknown submission kinds {unknown}; see --list")
     kinds += idiom_kinds() if args.idioms else []
