@@ -54,8 +54,8 @@ c.ClearSolutions.code_stub = {
 
 # Autograding that survives broken and hostile submissions (tutor/hardening.py, run in the
 # nbgrader process, out of the learner's kernel's reach): tampered cell metadata is repaired, a
-# dead or stuck kernel costs only the cells after it, and learner code that tampers with the
-# grading machinery voids the graded cells that run after it.
+# dead or stuck kernel costs only the cells after it, and learner code that reaches the grading
+# machinery voids the graded cells of the exercise that holds it (and only those).
 from tutor.hardening import configure  # noqa: E402
 
 configure(c)
