@@ -1,20 +1,57 @@
 """Plot helpers used by the lessons: one function per figure, labelled axes and a title.
 
 Each helper draws on a new figure (or the given ``ax``) and returns the matplotlib Figure.
+
+One look everywhere: attention weights in viridis on a 0..1 scale; a blocked (masked) cell grey
+and hatched, in masks and in attention maps alike; numbers in cells at ``_CELL_PT`` points, dark on
+light colours and light on dark ones; figure titles (suptitles) bold. In a notebook, importing
+this module makes inline figures "retina" PNGs (twice the pixels), sharp on HiDPI screens.
 """
 import os
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.collections import PatchCollection
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 # Figure text stays in English: matplotlib's default font has no CJK glyphs.
+
+_CELL_PT = 9  # numbers written inside heatmap cells
+_BLOCKED = {"facecolor": "#e4e4e4", "edgecolor": "#8c8c8c", "hatch": "///"}  # a cell that may not be attended
+_BLOCKED_TEXT = "#555555"
+
+
+def _retina_inline_figures():
+    """Inline figures at twice the pixel density in IPython (same size on screen); elsewhere nothing."""
+    ipython = sys.modules.get("IPython")  # imported by every IPython kernel; never imported here
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:
+        from matplotlib_inline.config import InlineBackend
+
+        # The inline backend reads this setting when it starts, and follows it if already started.
+        InlineBackend.instance(parent=shell).figure_formats = {"retina"}
+
+
+_retina_inline_figures()
+
+
+def _draw_blocked(ax, blocked):
+    """Paint the cells where ``blocked`` (2-D bool) is True grey and hatched, over whatever is below."""
+    cells = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in zip(*np.nonzero(blocked))]
+    if cells:
+        ax.add_collection(PatchCollection(cells, linewidth=0.0, **_BLOCKED))
+
+
+def _cell_text_colour(value, vmax=1.0):
+    """Black on the bright half of viridis, white on the dark half."""
+    return "black" if value > 0.55 * vmax else "white"
 
 
 # --- chapters 01-02: masks, attention heatmaps, the sqrt(d_k) experiment ---------------------
 
-_MASK_CMAP = ListedColormap(["#404040", "#9fd89f"])  # 0 = blocked (dark), 1 = may attend (green)
+_MASK_CMAP = ListedColormap([_BLOCKED["facecolor"], "#9fd89f"])  # 0 = blocked (grey, hatched on top), 1 = may attend
 
 
 def _as_array(x, ndim, name):
@@ -45,7 +82,7 @@ def plot_mask(mask, title="Attention mask (True = may attend)", ax=None, x_label
               legend=True):
     """Draw a boolean mask ``(T_q, T_k)`` (leading size-1 axes allowed) as an image.
 
-    Green cells are True (the query may attend to that key), dark cells are False (blocked).
+    Green cells are True (the query may attend to that key), grey hatched cells are False (blocked).
     Rows are query positions i, columns are key positions j; ``legend=False`` leaves the colour key
     out (for side-by-side panels). Returns the Figure.
     """
@@ -53,17 +90,18 @@ def plot_mask(mask, title="Attention mask (True = may attend)", ax=None, x_label
     if ax is None:
         _, ax = plt.subplots(figsize=(0.45 * m.shape[1] + 2.8, 0.45 * m.shape[0] + 1.6), layout="constrained")
     ax.imshow(m.astype(float), cmap=_MASK_CMAP, vmin=0, vmax=1)
+    _draw_blocked(ax, ~m)
     if m.size <= 256:
         for (i, j), v in np.ndenumerate(m):
-            ax.text(j, i, "1" if v else "0", ha="center", va="center", fontsize=8,
-                    color="black" if v else "white")
+            ax.text(j, i, "1" if v else "0", ha="center", va="center", fontsize=_CELL_PT,
+                    color="black" if v else _BLOCKED_TEXT)
     _set_ticks(ax, m.shape[1], m.shape[0], x_labels, y_labels)
     ax.set_xlabel("key position j")
     ax.set_ylabel("query position i")
     ax.set_title(title)
     if legend:
         ax.legend(handles=[Patch(color=_MASK_CMAP(1.0), label="True: may attend"),
-                           Patch(color=_MASK_CMAP(0.0), label="False: blocked")],
+                           Patch(**_BLOCKED, label="False: blocked")],
                   loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     return ax.figure
 
@@ -72,30 +110,36 @@ def plot_attention(weights, x_labels=None, y_labels=None, title="Attention weigh
     """Heatmap of attention weights ``(T_q, T_k)`` (leading size-1 axes allowed), colour scale 0..1.
 
     ``annotate`` writes each weight in its cell (default: when both sides are at most 10).
-    Rows are queries, columns are keys. Returns the Figure.
+    A weight of exactly 0 comes from a mask (softmax does not underflow to 0 at these scales): it
+    is drawn as a blocked cell, grey and hatched, marked "×". Rows are queries, columns are keys.
+    Returns the Figure.
     """
     w = _as_array(weights, 2, "weights").astype(float)
     if ax is None:
         _, ax = plt.subplots(figsize=(0.55 * w.shape[1] + 2.6, 0.5 * w.shape[0] + 1.6), layout="constrained")
     im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0)
+    blocked = w == 0.0
+    _draw_blocked(ax, blocked)
     if annotate is None:
         annotate = max(w.shape) <= 10
     if annotate:
         for (i, j), v in np.ndenumerate(w):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                    color="black" if v > 0.6 else "white")
+            ax.text(j, i, "×" if blocked[i, j] else f"{v:.2f}", ha="center", va="center", fontsize=_CELL_PT,
+                    color=_BLOCKED_TEXT if blocked[i, j] else _cell_text_colour(v))
     _set_ticks(ax, w.shape[1], w.shape[0], x_labels, y_labels)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query (attending)")
     ax.set_title(title)
-    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="weight")
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04,
+                       label="weight (grey hatched: blocked)" if blocked.any() else "weight")
     return ax.figure
 
 
 def plot_heads(weights, x_labels=None, y_labels=None, title="Attention weights per head", ncols=4):
     """One heatmap per head for weights ``(H, T_q, T_k)`` (a leading batch axis of size 1 allowed).
 
-    All heads share the colour scale 0..1. Returns the Figure.
+    All heads share the colour scale 0..1; weights of exactly 0 (masked) are grey and hatched.
+    Returns the Figure.
     """
     w = _as_array(weights, 3, "weights").astype(float)
     n_heads = w.shape[0]
@@ -108,12 +152,14 @@ def plot_heads(weights, x_labels=None, y_labels=None, title="Attention weights p
             ax.axis("off")
             continue
         im = ax.imshow(w[h], cmap="viridis", vmin=0.0, vmax=1.0)
+        _draw_blocked(ax, w[h] == 0.0)
         _set_ticks(ax, w.shape[2], w.shape[1], x_labels, y_labels)
         ax.set_title(f"head {h}")
         ax.set_xlabel("key")
         ax.set_ylabel("query")
-    fig.suptitle(title)
-    fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.02, pad=0.02, label="weight")
+    fig.suptitle(title, fontweight="bold")
+    fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.02, pad=0.02,
+                 label="weight (grey hatched: blocked)" if (w == 0.0).any() else "weight")
     return fig
 
 
@@ -145,7 +191,7 @@ def plot_scaling_experiment(d_ks, var_unscaled, var_scaled, max_w_unscaled, max_
         ax.set_title(label)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -174,7 +220,7 @@ def plot_head_split(x, heads_right, heads_wrong, title="Splitting d_model into h
         ax.imshow(np.floor(grid / d_model), cmap=cmap, vmin=-0.5, vmax=n_tokens - 0.5)
         for (i, j), v in np.ndenumerate(grid):
             if not np.isnan(v):
-                ax.text(j, i, f"{int(v)}", ha="center", va="center", fontsize=8)
+                ax.text(j, i, f"{int(v)}", ha="center", va="center", fontsize=_CELL_PT)
         ax.set_title(name, fontsize=9)
         if centres is None:
             ax.set_xticks(range(d_model))
@@ -187,7 +233,7 @@ def plot_head_split(x, heads_right, heads_wrong, title="Splitting d_model into h
         ax.set_ylabel("row (token position)")
     axes[-1].legend(handles=[Patch(color=cmap(t), label=f"from token {t}") for t in range(n_tokens)],
                     loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -218,7 +264,7 @@ def plot_positional_encoding(pe, dims=(0, 1, 6, 7, 20, 21), title="Sinusoidal po
     ax_lines.set_title("a few columns: frequency falls as the dimension grows")
     ax_lines.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax_lines.grid(True, alpha=0.3)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -246,7 +292,7 @@ def plot_pe_similarity(sim, starts=(0, 20, 40), max_offset=40, title="Dot produc
     ax_lines.set_title("depends only on the offset k (the curves overlap)")
     ax_lines.legend(fontsize=8)
     ax_lines.grid(True, alpha=0.3)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -265,11 +311,12 @@ def plot_permutation_demo(tokens, perm, attn, attn_perm, err_no_pe, err_pe,
     a = _as_array(attn, 2, "attn").astype(float)
     b = _as_array(attn_perm, 2, "attn_perm").astype(float)
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), layout="constrained")
+    vmax = max(a.max(), b.max())
     for ax, w, labels, name in ((axes[0], a, tokens, "original order (no PE)"),
                                 (axes[1], b, shuffled, "shuffled order (no PE)")):
-        ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(a.max(), b.max()))
+        ax.imshow(w, cmap="viridis", vmin=0.0, vmax=vmax)
         for (i, j), v in np.ndenumerate(w):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white")
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=_CELL_PT, color=_cell_text_colour(v, vmax))
         _set_ticks(ax, len(labels), len(labels), labels, labels)
         ax.set_xlabel("key")
         ax.set_ylabel("query")
@@ -285,7 +332,7 @@ def plot_permutation_demo(tokens, perm, attn, attn_perm, err_no_pe, err_pe,
     axes[2].set_title("output of each token after shuffling")
     axes[2].legend(fontsize=8)
     axes[2].grid(True, axis="y", alpha=0.3)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -306,7 +353,7 @@ def plot_rope_scores(scores_rope, scores_abs, title="q . k between positions m a
         ax.set_ylabel("query position m")
         ax.set_title(name)
     fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="q . k")
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -353,7 +400,7 @@ def plot_norm_axes(batch=3, seq_len=4, d_model=6, title="Which values share one 
         ax.set_yticklabels([f"b{r // seq_len} t{r % seq_len}" for r in range(rows)])
         ax.set_ylabel("token (batch b, position t)")
         ax.set_title(name, fontsize=10)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -388,7 +435,7 @@ def plot_residual_variants(title="Where the LayerNorm sits"):
     _flow_diagram(axes[1], [("x", box), ("LayerNorm", norm), ("sublayer F\n(attention or FFN)", sub), ("+", add),
                             ("output", box)], 0, 3,
                   "Pre-LN (GPT-2, Llama):\nx + F(LN(x)), one final LN after the stack")
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -418,7 +465,7 @@ def plot_norm_stability(act_post, act_pre, grad_post, grad_pre, depths, last_pos
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     axes[2].set_xscale("log", base=2)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -440,7 +487,7 @@ def plot_mask_row(masks, titles, x_labels=None, y_labels=None, title="Masks side
                              squeeze=False, layout="constrained")
     for k, (ax, mask, name) in enumerate(zip(axes[0], masks, titles)):
         plot_mask(mask, title=name, ax=ax, x_labels=x_labels, y_labels=y_labels, legend=k == len(masks) - 1)
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
@@ -497,7 +544,7 @@ def plot_decode_timing(new_tokens, plain_seconds, cached_seconds,
     axes[1].set_xlabel("new tokens generated")
     axes[1].set_ylabel("speed-up (plain / cached)")
     axes[1].set_title("speed-up of the KV cache")
-    fig.suptitle(title)
+    fig.suptitle(title, fontweight="bold")
     return fig
 
 
