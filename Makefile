@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab workspace reset test test-fast build
+.PHONY: setup lab workspace reset test test-fast test-browser build
 
 # torch: the CPU build by default on Linux, from PyTorch's own wheel index (plain PyPI gives
 # Linux the CUDA build: about 20 nvidia-*/triton packages, several GB). `make setup TORCH=cuda`
@@ -69,6 +69,17 @@ test: $(STAMP)
 # simulation, notebook re-runs, builds in a temporary copy).
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow" -n auto
+
+# The course in a real browser (tests/browser/): `make lab` in a temporary copy, driven by
+# Playwright (requirements-browser.txt) in Debian's chromium; screenshots in build/browser-screenshots/.
+BROWSER_STAMP := $(VENV)/.browser-installed
+
+$(BROWSER_STAMP): requirements-browser.txt $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-browser.txt
+	touch $@
+
+test-browser: $(BROWSER_STAMP)
+	$(PY) -m pytest tests/browser -m browser -v --durations=0
 
 build: $(STAMP)
 	$(PY) tools/build.py
