@@ -48,49 +48,50 @@ ORDINARY = {
     "torch_save": "torch.save(model.state_dict(), 'copy.pt')",
 }
 
-# Code that reaches the grading machinery, beyond the end-to-end kinds of simulate_class.TAMPERING.
+# Code that reaches the grading machinery, beyond the end-to-end kinds of simulate_class.TAMPERING,
+# with what it can affect: "exercise" (the run-time integrity check sees and undoes it, or later
+# exercises do not use it) or "later" (nothing can undo it: every later exercise too).
 HOSTILE = {
-    "globals_builtins": "globals()['__builtins__']['AssertionError'] = KeyboardInterrupt",
-    "vars_of_module": "vars(torch)['allclose'] = lambda *a, **k: True",
-    "module_dict": "torch.__dict__['allclose'] = lambda *a, **k: True",
-    "setattr_on_module": "setattr(torch, 'allclose', lambda *a, **k: True)",
-    "object_setattr": "object.__setattr__(torch, 'allclose', print)",
-    "sys_modules_pop": "import sys\nsys.modules.pop('tutor.grading')",
-    "grade_globals": "g = grade.__globals__",
-    "grade_code": "grade.__code__ = (lambda *a: None).__code__",
-    "checks_alias": "import tutor.checks as c\nc.run_check = lambda *a: None",
-    "from_tutor": "from tutor import checks\nchecks._compare = lambda *a: None",
-    "exec_alias": "e = exec\ne('x = 1')",
-    "eval_computed": "s = 'import builtins'\neval(compile(s, 'x', 'exec'))",
-    "import_module_folded": "import importlib\nm = importlib.import_module('sol' + 'utions')",
-    "dunder_import": "m = __import__('solutions')",
-    "from_solutions": "from solutions import MultiHeadAttention",
-    "builtins_alias": "import builtins as b\nb.print = None",
-    "stderr_swapped": "import sys, io\nsys.stderr = io.StringIO()",
-    "patch_inside_forward": "def forward(self, x):\n    torch.allclose = lambda *a, **k: True\n    return x",
-    "gc_objects": "import gc\nobjs = gc.get_objects()",
-    "lambda_globals": "(lambda: 0).__globals__['x'] = 1",
-    "current_frame": "import inspect\nf = inspect.currentframe().f_back",
-    "shell": "!rm -rf /tmp/x",
-    "run_magic": "%run other.py",
-    "bash_magic": "%%bash\necho hi",
-    "path_write": "from pathlib import Path\nPath('x.py').write_text('x')",
-    "for_target": "for torch.x in range(3):\n    pass",
-    "open_for_writing": "with open('f.py', 'w') as fh:\n    fh.write('x')",
-    "module_call": "nn.Module.__call__ = lambda self, *a: a",
-    "tensor_eq": "torch.Tensor.__eq__ = lambda a, b: True",
-    "exec_literal_in_def": "def f():\n    exec('import builtins\\nbuiltins.len = None')",
-    "computed_getattr_on_grader": "name = 'x'\nv = getattr(grade, name)",
-    "type_with_tensor_base": "X = type('X', (torch.Tensor,), {})",
-    "torch_function_hook": ("class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
-                            "        return True"),
-    "subprocess": "import subprocess\nsubprocess.run(['ls'])",
-    "settrace": "import sys\nsys.settrace(None)",
-    "del_module_attr": "del torch.allclose",
-    "walrus_alias": "(t := torch).allclose = None",
-    "class_swap": "x = torch.ones(2)\nx.__class__ = object",
-    "function_defaults": "from torch import allclose\nallclose.__defaults__ = (1.0,)",
-    "append_mode": "open('x', mode='a')",
+    "globals_builtins": ("globals()['__builtins__']['AssertionError'] = KeyboardInterrupt", "exercise"),
+    "vars_of_module": ("vars(torch)['allclose'] = lambda *a, **k: True", "exercise"),
+    "module_dict": ("torch.__dict__['allclose'] = lambda *a, **k: True", "exercise"),
+    "setattr_on_module": ("setattr(torch, 'allclose', lambda *a, **k: True)", "exercise"),
+    "object_setattr": ("object.__setattr__(torch, 'allclose', print)", "exercise"),
+    "sys_modules_pop": ("import sys\nsys.modules.pop('tutor.grading')", "later"),
+    "grade_globals": ('g = grade.__globals__', "later"),
+    "grade_code": ('grade.__code__ = (lambda *a: None).__code__', "later"),
+    "checks_alias": ('import tutor.checks as c\nc.run_check = lambda *a: None', "exercise"),
+    "from_tutor": ('from tutor import checks\nchecks._compare = lambda *a: None', "later"),
+    "exec_alias": ("e = exec\ne('x = 1')", "later"),
+    "eval_computed": ("s = 'import builtins'\neval(compile(s, 'x', 'exec'))", "later"),
+    "import_module_folded": ("import importlib\nm = importlib.import_module('sol' + 'utions')", "exercise"),
+    "dunder_import": ("m = __import__('solutions')", "exercise"),
+    "from_solutions": ('from solutions import MultiHeadAttention', "exercise"),
+    "builtins_alias": ('import builtins as b\nb.print = None', "exercise"),
+    "stderr_swapped": ('import sys, io\nsys.stderr = io.StringIO()', "later"),
+    "patch_inside_forward": ('def forward(self, x):\n    torch.allclose = lambda *a, **k: True\n    return x', "exercise"),
+    "gc_objects": ('import gc\nobjs = gc.get_objects()', "later"),
+    "lambda_globals": ("(lambda: 0).__globals__['x'] = 1", "later"),
+    "current_frame": ('import inspect\nf = inspect.currentframe().f_back', "later"),
+    "shell": ('!rm -rf /tmp/x', "later"),
+    "run_magic": ('%run other.py', "later"),
+    "bash_magic": ('%%bash\necho hi', "later"),
+    "path_write": ("from pathlib import Path\nPath('x.py').write_text('x')", "later"),
+    "for_target": ('for torch.x in range(3):\n    pass', "exercise"),
+    "open_for_writing": ("with open('f.py', 'w') as fh:\n    fh.write('x')", "later"),
+    "module_call": ('nn.Module.__call__ = lambda self, *a: a', "later"),
+    "tensor_eq": ('torch.Tensor.__eq__ = lambda a, b: True', "later"),
+    "exec_literal_in_def": ("def f():\n    exec('import builtins\\nbuiltins.len = None')", "exercise"),
+    "computed_getattr_on_grader": ("name = 'x'\nv = getattr(grade, name)", "later"),
+    "type_with_tensor_base": ("X = type('X', (torch.Tensor,), {})", "exercise"),
+    "torch_function_hook": ('class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n        return True', "exercise"),
+    "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "later"),
+    "settrace": ('import sys\nsys.settrace(None)', "later"),
+    "del_module_attr": ('del torch.allclose', "exercise"),
+    "walrus_alias": ('(t := torch).allclose = None', "exercise"),
+    "class_swap": ('x = torch.ones(2)\nx.__class__ = object', "later"),
+    "function_defaults": ('from torch import allclose\nallclose.__defaults__ = (1.0,)', "later"),
+    "append_mode": ("open('x', mode='a')", "later"),
 }
 
 
@@ -100,12 +101,12 @@ def test_audit_accepts_ordinary_code(name):
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE) + [f"e2e_{k}" for k in sorted(simulate_class.TAMPERING)])
-def test_audit_flags_what_reaches_the_grading(name):
-    code = simulate_class.TAMPERING[name[4:]] if name.startswith("e2e_") else HOSTILE[name]
+def test_audit_flags_what_reaches_the_grading_with_its_reach(name):
+    code, reach = simulate_class.TAMPERING[name[4:]][:2] if name.startswith("e2e_") else HOSTILE[name]
     found = audit_source(code)
     assert found, f"{name} not flagged"
-    line, zh, en = found[0]
-    assert line >= 1 and zh and en.isascii()
+    assert all(f.line >= 1 and f.zh and f.en.isascii() for f in found)
+    assert ("exercise" if all(f.local for f in found) else "later") == reach, found
 
 
 def test_audit_accepts_every_reference_answer():
@@ -178,3 +179,13 @@ def test_a_learner_added_cell_belongs_to_the_exercise_before_it():
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell("import builtins\nbuiltins.len = None"))
     own = {g for g, i in info.grade_index.items() if index < i < info.exercises[3][0]}
     assert set(_audited(nb)) == own
+
+
+def test_what_nothing_can_undo_voids_its_exercise_and_every_later_one():
+    """``sys.modules`` poisoned in the second exercise: the first exercise keeps its points."""
+    info = simulate_class.analyse("01_attention", ROOT / "source")
+    nb = simulate_class._perfect(info)
+    index, _ = info.exercises[1]
+    nb.cells[index].source += "\n\nimport sys\nsys.modules['tutor.grading'] = None"
+    later = {g for g, i in info.grade_index.items() if i > index}
+    assert later and set(_audited(nb)) == later

@@ -39,32 +39,38 @@ BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) liv
 STUBBORN_LOOP = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
 STUB_LINE = re.compile(r"^(\s*)raise NotImplementedError\(.*\)\s*$", re.M)
 
-# Code a hostile learner adds to an exercise cell, keyed by submission kind. Each one, left
-# unchecked, would turn a failing implementation into a pass (or hide the failure).
+# Code a hostile learner adds to the first exercise of an otherwise perfect answer, keyed by
+# submission kind: (code, reach, patches). Each one, left unchecked, would turn a failing
+# implementation into a pass (or hide the failure). ``reach`` is what the audit must void:
+# "exercise" (the run-time integrity check can see and undo it, or it touches nothing later
+# exercises use) or "later" (nothing can undo it: that exercise and every later one). ``patches``:
+# it changes what the integrity check watches, so the first hidden check after it fails too.
 TAMPERING = {
-    "torch_allclose": "torch.allclose = lambda *args, **kwargs: True",
+    "torch_allclose": ("torch.allclose = lambda *args, **kwargs: True", "exercise", True),
     "numpy_testing": ("import numpy.testing as npt\n"
                       "npt.assert_allclose = lambda *args, **kwargs: None\n"
-                      "np.allclose = lambda *args, **kwargs: True"),
-    "torch_testing_alias": "t = torch\nt.testing.assert_close = lambda *args, **kwargs: None",
-    "builtins_assertionerror": "import builtins\nbuiltins.AssertionError = KeyboardInterrupt",
-    "patch_grading_module": "import tutor.grading\ntutor.grading.grade = lambda *args, **kwargs: None",
+                      "np.allclose = lambda *args, **kwargs: True", "exercise", True),
+    "torch_testing_alias": ("t = torch\nt.testing.assert_close = lambda *args, **kwargs: None", "exercise", True),
+    "builtins_assertionerror": ("import builtins\nbuiltins.AssertionError = KeyboardInterrupt", "exercise", True),
+    "patch_grading_module": ("import tutor.grading\ntutor.grading.grade = lambda *args, **kwargs: None",
+                             "exercise", False),  # tutor.grading refuses the write at run time
     "poison_sys_modules": ("import sys, types\nfake = types.ModuleType('tutor.grading')\n"
-                           "fake.grade = lambda *args, **kwargs: None\nsys.modules['tutor.grading'] = fake"),
-    "exec_string": "exec('import builtins; builtins.AssertionError = KeyboardInterrupt')",
-    "dunder_escape": "(1).__class__.__base__.__subclasses__()",
+                           "fake.grade = lambda *args, **kwargs: None\nsys.modules['tutor.grading'] = fake",
+                           "later", False),
+    "exec_string": ("exec('import builtins; builtins.AssertionError = KeyboardInterrupt')", "exercise", True),
+    "dunder_escape": ("(1).__class__.__base__.__subclasses__()", "later", False),
     "lying_tensor": ("class Liar(torch.Tensor):\n"
                      "    @classmethod\n"
                      "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
-                     "        return True"),
+                     "        return True", "exercise", False),
     "tensor_subclass": ("class Zero(torch.Tensor):\n"
                         "    def abs(self):\n"
-                        "        return torch.zeros(())"),
+                        "        return torch.zeros(())", "exercise", False),
     "frame_walk": ("def peek():\n"
                    "    yield me.gi_frame.f_back.f_back.f_locals\n"
-                   "me = peek()"),
-    "rewrite_grading_file": "open('grading_notes.txt', 'w').write('def grade(*a): pass')",
-    "shell_magic": "!echo 'def grade(*a): pass' > grading_notes.txt",
+                   "me = peek()", "later", False),
+    "rewrite_grading_file": ("open('grading_notes.txt', 'w').write('def grade(*a): pass')", "later", False),
+    "shell_magic": ("!echo 'def grade(*a): pass' > grading_notes.txt", "later", False),
 }
 
 # Right answers that call the built-in the exercise replaces: only the checks' from-scratch
@@ -241,16 +247,24 @@ def _owner(info, index):
     return max([i for i in starts if i <= index], default=starts[0])
 
 
-def _failing(info, broken, after=None, voided=None):
+def _failing(info, broken, after=None, voided=None, later=False):
     """grade_ids that fail when ``broken`` exercises are wrong; optionally every grade cell after
     cell ``after`` (the kernel lost there), and the grade cells of the exercise that holds cell
-    ``voided`` (the audit flags code there)."""
+    ``voided`` (the audit flags code there) and, with ``later``, of every exercise after it."""
     fails = {g for g, needs in info.needs.items() if needs & set(broken)}
     if after is not None:
         fails |= {g for g, i in info.grade_index.items() if i > after}
     if voided is not None:
-        fails |= {g for g, i in info.grade_index.items() if _owner(info, i) == _owner(info, voided)}
+        start = _owner(info, voided)
+        fails |= {g for g, i in info.grade_index.items()
+                  if _owner(info, i) == start or (later and _owner(info, i) > start)}
     return fails
+
+
+def _first_check_after(info, index):
+    """The first grade cell after cell ``index`` that runs a hidden check (as a set, maybe empty)."""
+    checked = sorted((i, g) for g, i in info.grade_index.items() if i > index and _checks_in(info, g))
+    return {g for _, g in checked[:1]}
 
 
 def _stub_with(cell_source, replacement):
@@ -341,9 +355,8 @@ def _tamper_one_exercise(info, perfect):
     exercise keeps its points."""
     index, _ = info.exercises[min(1, len(info.exercises) - 1)]
     nb = copy.deepcopy(perfect)
-    nb.cells[index].source += "\n\n" + TAMPERING["torch_allclose"]
-    checked = sorted((i, g) for g, i in info.grade_index.items() if i > index and _checks_in(info, g))
-    return Submission(nb, _failing(info, [], voided=index) | {g for _, g in checked[:1]})
+    nb.cells[index].source += "\n\n" + TAMPERING["torch_allclose"][0]
+    return Submission(nb, _failing(info, [], voided=index) | _first_check_after(info, index))
 
 
 def idioms_by_exercise():
@@ -441,16 +454,18 @@ def make_submission(kind, info):
     if kind == "edited_readonly_cell":
         nb = copy.deepcopy(info.release)
         setup = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-        nb.cells[setup].source += "\n" + TAMPERING["patch_grading_module"]
+        nb.cells[setup].source += "\n" + TAMPERING["patch_grading_module"][0]
         return Submission(nb, _failing(info, every))
     if kind == "rebind_grade_name":
         nb = copy.deepcopy(info.release)
         nb.cells[first].source += "\n\ngrade = lambda *args, **kwargs: None"
         return Submission(nb, _failing(info, every))
     if kind in TAMPERING:
-        nb = copy.deepcopy(info.release)
-        nb.cells[first].source += "\n\n" + TAMPERING[kind]
-        return Submission(nb, _failing(info, every, voided=first))
+        code, reach, patches = TAMPERING[kind]
+        nb = copy.deepcopy(perfect)
+        nb.cells[first].source += "\n\n" + code
+        fails = _failing(info, [], voided=first, later=reach == "later")
+        return Submission(nb, fails | (_first_check_after(info, first) if patches else set()))
     if kind == "tamper_one_exercise":
         return _tamper_one_exercise(info, perfect)
     if kind == "import_reference":  # later exercises that call the reference fail the run-time guard

@@ -20,6 +20,7 @@ They run inside the ``nbgrader autograde`` process, out of reach of the learner'
 ``configure(c)`` installs them in an nbgrader config object (see ``nbgrader_config.py``).
 """
 import ast
+from typing import NamedTuple
 
 from IPython.core.inputtransformer2 import TransformerManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -32,6 +33,7 @@ from nbgrader.preprocessors import (
     LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
 from .guard import FORBIDDEN_BUILTINS
+from .integrity import WATCHED, WATCHED_CLASSES
 
 KERNEL_LOST = ("内核已退出或超时后无法中断，此单元及之后的单元未运行 / The kernel died or could not be "
                "interrupted after a timeout: this cell and the cells after it did not run")
@@ -41,6 +43,10 @@ FROM_SCRATCH = ("从零实现：第 {cell} 个单元第 {line} 行用了内置�
 TAMPERED = ("评分已作废：第 {cell} 个单元第 {line} 行{what}，本练习（{exercise}）的评分单元不计分；请只实现练习本身 / "
             "Not graded: cell {cell}, line {line} {what_en}, so the graded cells of this exercise ({exercise}) "
             "score 0; implement the exercise itself")
+TAMPERED_LATER = ("评分已作废：第 {cell} 个单元第 {line} 行{what}，这会影响之后的所有评分，本练习（{exercise}）及之后各练习的"
+                  "评分单元不计分；请只实现练习本身 / Not graded: cell {cell}, line {line} {what_en}, which can change "
+                  "every later test, so the graded cells of this exercise ({exercise}) and of every later exercise "
+                  "score 0; implement the exercise itself")
 
 # What the audit judges is what code does to objects that are not the learner's own: the modules
 # and functions the notebook imports (the grader uses the same objects), the interpreter, the files
@@ -75,6 +81,23 @@ SAFE_MAGICS = {"time", "timeit", "matplotlib", "precision", "pprint", "who", "wh
 FORBIDDEN_BASES = {"Tensor", "ndarray", "Parameter", "TorchFunctionMode", "TorchDispatchMode"}
 FORBIDDEN_DEFS = {"__torch_function__", "__torch_dispatch__"}
 REFERENCE = "solutions"
+# What the run-time integrity check (``tutor.integrity``) watches, finds changed and puts back: a
+# write to one of their attributes costs only the exercise that holds it. Anything else that
+# reaches the grading cannot be undone and costs every exercise from there on.
+RESTORED = set(WATCHED) | {f"{module}.{cls}" for module, cls in WATCHED_CLASSES}
+
+
+class Finding(NamedTuple):
+    line: int
+    zh: str
+    en: str
+    local: bool  # True: only its own exercise can be affected; False: every later exercise too
+
+
+def _restored(path):
+    """True for ``owner.attr`` with ``owner`` watched by the integrity check (``torch.allclose``)."""
+    owner, _, attr = path.rpartition(".")
+    return owner in RESTORED and attr.isidentifier() and not attr.startswith("_")
 
 
 def _constant(node):
@@ -114,8 +137,8 @@ class _Auditor(ast.NodeVisitor):
         self.found = []
         self._line = None  # the line of the exec/eval call whose literal code is being audited
 
-    def flag(self, node, zh, en):
-        self.found.append((self._line or getattr(node, "lineno", 0), zh, en))
+    def flag(self, node, zh, en, local=False):
+        self.found.append(Finding(self._line or getattr(node, "lineno", 0), zh, en, local))
 
     def path(self, node):
         """Dotted path of the outside object ``node`` denotes, or None for the learner's own values."""
@@ -127,9 +150,12 @@ class _Auditor(ast.NodeVisitor):
         if isinstance(node, ast.NamedExpr):
             return self.path(node.value)
         if isinstance(node, ast.Subscript):
-            if _constant(node.slice) == "__builtins__":
+            key = _constant(node.slice)
+            if key == "__builtins__":
                 return "builtins"
             base = self.path(node.value)
+            if base is not None and key is not None and (base == "builtins" or base.endswith(".__dict__")):
+                return f"{base.removesuffix('.__dict__')}.{key}"  # a namespace entry is an attribute
             return None if base is None else f"{base}[...]"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
             if node.func.id == "vars":
@@ -159,11 +185,12 @@ class _Auditor(ast.NodeVisitor):
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             path = self.path(node)
             if path is not None and not _under(path, CONFIG_PATHS):
-                self.flag(node, f"修改了外部对象 {path}", f"modifies {path}, which is not the learner's own object")
+                self.flag(node, f"修改了外部对象 {path}", f"modifies {path}, which is not the learner's own object",
+                          local=_restored(path))
 
     def import_(self, node, module):
         if _under(module, [REFERENCE]):
-            self.flag(node, f"导入了参考实现 {module}", f"imports the reference implementation {module}")
+            self.flag(node, f"导入了参考实现 {module}", f"imports the reference implementation {module}", local=True)
 
     def visit_Import(self, node):
         for alias in node.names:
@@ -238,7 +265,8 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node):
         if node.name in FORBIDDEN_DEFS:
-            self.flag(node, f"定义了 {node.name}", f"defines {node.name}, which lets an output lie to the checks")
+            self.flag(node, f"定义了 {node.name}", f"defines {node.name}, which lets an output lie to the checks",
+                      local=True)
         self.external.pop(node.name, None)
         self.generic_visit(node)
 
@@ -253,7 +281,8 @@ class _Auditor(ast.NodeVisitor):
         for base in bases:
             name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
             if name in FORBIDDEN_BASES:
-                self.flag(node, f"继承了 {name}", f"subclasses {name}, which lets an output lie to the checks")
+                self.flag(node, f"继承了 {name}", f"subclasses {name}, which lets an output lie to the checks",
+                          local=True)
 
     # -- reads and calls -----------------------------------------------------------------------
     def visit_Attribute(self, node):
@@ -297,8 +326,10 @@ class _Auditor(ast.NodeVisitor):
             bound = isinstance(func, ast.Attribute) and self.path(func.value) is not None
             target = self.path(func.value) if bound else (self.path(node.args[0]) if node.args else None)
             if target is not None and not _under(target, CONFIG_PATHS):
+                attr = _constant(node.args[1 - bound]) if len(node.args) > 1 - bound else None
                 self.flag(node, f"用 {getattr(func, 'attr', name)} 修改了外部对象 {target}",
-                          f"modifies {target} with {getattr(func, 'attr', name)}")
+                          f"modifies {target} with {getattr(func, 'attr', name)}",
+                          local=attr is not None and _restored(f"{target}.{attr}"))
         if name in ("getattr", "hasattr") and len(node.args) > 1:
             attr = _constant(node.args[1])
             target = self.path(node.args[0])
@@ -312,7 +343,8 @@ class _Auditor(ast.NodeVisitor):
             if isinstance(bases, ast.Tuple):
                 self._bases(node, bases.elts)
             else:
-                self.flag(node, "用 type() 创建了基类未知的类", "creates a class with type() from unknown bases")
+                self.flag(node, "用 type() 创建了基类未知的类", "creates a class with type() from unknown bases",
+                          local=True)
         if (name in OPENERS or path in OPENERS) and self._writes(node):
             self.flag(node, "以写入方式打开了文件", "opens a file for writing")
         if isinstance(func, ast.Attribute):
@@ -382,7 +414,8 @@ def _parse(source):
 
 
 def audit_source(source, external=None):
-    """Return ``[(line, 中文, English), ...]`` for each construct in one cell that reaches the grading.
+    """Return a ``Finding(line, 中文, English, local)`` for each construct in one cell that reaches the
+    grading, in line order.
 
     ``external`` (a dict, updated in place) carries the names bound to outside objects across the
     cells of a notebook (default: a copy of ``SETUP_NAMES``). IPython syntax (``%magic``,
@@ -518,7 +551,8 @@ def _exercise_name(cell):
 
 class AuditSubmission(NbGraderPreprocessor):
     """Score 0 the graded cells of an exercise whose code reaches the grading machinery or uses the
-    built-in the exercise replaces; other exercises keep their points.
+    built-in the exercise replaces; other exercises keep their points, unless the code can change
+    every later test (``Finding.local`` is False), which voids the later exercises too.
 
     An exercise spans its solution cell, the cells the learner adds after it and its graded cells,
     up to the next solution cell (cells before the first solution cell belong to the first). Every
@@ -531,28 +565,31 @@ class AuditSubmission(NbGraderPreprocessor):
         starts = [i for i, cell in enumerate(nb.cells) if utils.is_solution(cell) and cell.cell_type == "code"]
         owners = [max([s for s in starts if s <= i], default=starts[0] if starts else None)
                   for i in range(len(nb.cells))]  # cell index -> the solution cell of its exercise
-        verdicts = {}  # solution cell index -> (error name, message) for the first problem in its exercise
+        verdicts = {}  # solution cell index -> (error name, message, local) of its exercise's worst problem
         for index, (cell, owner) in enumerate(zip(nb.cells, owners)):
             if cell.cell_type != "code":
                 continue
             before = dict(external)
             found = audit_source(cell.source, external)
-            if owner is None or utils.is_locked(cell) or owner in verdicts:
+            if owner is None or utils.is_locked(cell) or not verdicts.get(owner, (0, 0, True))[2]:
                 continue
             exercise = _exercise_name(nb.cells[owner])
-            uses = builtin_uses(cell.source, before)
             if found:
-                line, zh, en = found[0]
-                message = TAMPERED.format(cell=index + 1, line=line, what=zh, what_en=en, exercise=exercise)
-                verdicts[owner] = ("IntegrityError", message)
-                self.log.warning("Tampering in cell %d: %s", index + 1, message)
-            elif uses:
+                line, zh, en, local = min(found, key=lambda f: (f.local, f.line))  # a wide problem first
+                template = TAMPERED if local else TAMPERED_LATER
+                message = template.format(cell=index + 1, line=line, what=zh, what_en=en, exercise=exercise)
+                if owner not in verdicts or not local:
+                    verdicts[owner] = ("IntegrityError", message, local)
+                    self.log.warning("Tampering in cell %d: %s", index + 1, message)
+            elif owner not in verdicts and (uses := builtin_uses(cell.source, before)):
                 line, name = uses[0]
                 verdicts[owner] = ("FromScratchViolation",
-                                   FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise))
+                                   FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise), True)
         for cell, owner in zip(nb.cells, owners):
-            if owner in verdicts and utils.is_grade(cell) and cell.cell_type == "code":
-                cell.outputs.append(_error_output(*verdicts[owner]))
+            if utils.is_grade(cell) and cell.cell_type == "code":
+                hits = [v for o, v in sorted(verdicts.items()) if o == owner or (not v[2] and o <= owner)]
+                if hits:
+                    cell.outputs.append(_error_output(*hits[0][:2]))
         return nb, resources
 
 
