@@ -150,12 +150,14 @@ print("与内置函数一致 / matches the built-in:", torch.allclose(weights @ 
 # %% [markdown]
 # ### 陷阱：反过来的约定
 #
-# 并不是所有代码都用 `True` = 可以看。**同一个 PyTorch 里就有两种相反的约定**：
+# 并不是所有代码都用 `True` = 可以看。**同一个 PyTorch 里就有两种相反的约定**，别人的代码里两种写法也都常见：
 #
-# | 接口 | 布尔掩码里 `True` 的意思 |
+# | 接口 / 写法 | 掩码里 `True`（或 1）的意思 |
 # | --- | --- |
 # | `F.scaled_dot_product_attention(attn_mask=...)`、本课程 | 可以看 |
 # | `nn.MultiheadAttention(attn_mask=..., key_padding_mask=...)`、`nn.Transformer*` | **不许看**（被遮挡） |
+# | 常见写法 `scores.masked_fill(mask == 0, -inf)` | 1 = 可以看 |
+# | 常见写法 `scores.masked_fill(mask == 1, -inf)` 或 `scores + mask * -1e9` | 1 = 遮挡 |
 #
 # 很多代码用的是后一种：因果掩码写成 `torch.triu(torch.ones(T, T), diagonal=1)`，**上三角为 1** 表示遮挡，
 # 再用 `scores.masked_fill(mask == 1, -inf)` 遮挡。单独看它自洽；可一旦把这种掩码交给按 `True` = 可以看

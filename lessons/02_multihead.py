@@ -192,7 +192,7 @@ print("forgot the transpose (view straight from (B, H, T, d_k)) gives x back:",
 # - `np.transpose` / `arr.transpose(0, 2, 1, 3)` 要给出**所有轴**的新顺序（相当于 PyTorch 的 `permute`），
 #   而 PyTorch 的 `transpose(1, 2)` 只交换两个轴；NumPy 里与它对应的是 `np.swapaxes(arr, 1, 2)`。
 #
-# 下面的函数从每个数组**自己的**形状读出长度（查询是 `T_q`，键和值是 `T_k`），所以交叉注意力里也不会犯第 4 节说的“K、V 用查询长度”的错。
+# 下面的函数从每个数组**自己的**形状读出长度（查询是 `T_q`，键和值是 `T_k`），所以交叉注意力里也不会犯“K、V 用查询长度来分头”的错（第 4 节的形状追踪里还会看到这个坑）。
 
 # %%
 def split_heads_np(x, num_heads):
@@ -398,7 +398,7 @@ except NotImplementedError:
 #
 # 几个接口差异要特别当心：
 #
-# - `nn.MultiheadAttention` 的布尔掩码 **True = 遮挡**，与我们的约定相反，所以传 `attn_mask=~causal`；
+# - `nn.MultiheadAttention` 的布尔掩码 **True = 遮挡**，与我们的约定相反（第 00 章第 2 节），所以传 `attn_mask=~causal`；
 #   填充用单独的参数 `key_padding_mask (B, T_k)`，同样 True = 遮挡；
 # - 它的 `attn_mask` 若是 3 维，形状必须是 `(B·num_heads, T_q, T_k)`，第 0 维按 `b·num_heads + h` 排列
 #   （用 `repeat_interleave(num_heads, dim=0)` 构造）；常见错误是直接传 `(B, T, T)`，`num_heads > 1` 时会报错。

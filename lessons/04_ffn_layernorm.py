@@ -235,25 +235,18 @@ per_feature = x3.mean(dim=(0, 1), keepdim=True)            # (1, 1, d): what Bat
 print("mean over the last axis:", tuple(per_token.shape), "| over (B, T):", tuple(per_feature.shape))
 
 # %%
-# Constant rows: (x - mean) is exactly 0, so the right output is 0 (then + beta). What does each eps variant give?
-flat = torch.full((8,), 2.0)                               # constant, and 2.0 is exact in float32
-print("row of 2.0: var =", flat.var(unbiased=False).item(),
-      "| no eps:", ((flat - flat.mean()) / flat.var(unbiased=False).sqrt())[:3])
-for fill in (2.0, 0.1):                                    # 0.1 is not exact in float32
-    row = torch.full((8,), fill)                           # (d,)
-    centred, row_var = row - row.mean(), row.var(unbiased=False)
-    outputs = {"no eps": centred / torch.sqrt(row_var), "eps inside": centred / torch.sqrt(row_var + eps),
-               "eps outside": centred / (torch.sqrt(row_var) + eps)}
-    print(f"constant row of {fill}: output ~ 0?", {k: bool(o.abs().max() < 1e-2) for k, o in outputs.items()})
+# Constant row: (x - mean) is exactly 0, so the right output is 0 (then + beta).
+flat = torch.full((8,), 2.0)                               # (d,)
+centred, flat_var = flat - flat.mean(), flat.var(unbiased=False)
+print("constant row: no eps ->", (centred / flat_var.sqrt())[:3], "| eps inside ->", (centred / (flat_var + eps).sqrt())[:3])
 
 # %% [markdown]
 # - 无偏方差把方差放大 $d/(d-1)$ 倍，$d$ 小时差别明显，$d = 512$ 时约 0.2%——数值上“差不多”，但与 `nn.LayerNorm` 不相等；
 # - 方差很小（但不为 0）时，$\epsilon$ 放在根号里还是外，结果差好几倍（见上面打印的两个数）：$\epsilon$ 相对 $\sigma$ 的比例不同；
 # - 沿错的轴求均值（比如 `dim=0` 或 `dim=(0, 1)`）形状照样能广播，程序不报错，但做的是 BatchNorm 式的统计，而且结果依赖批次里的其他样本；
-# - 常数向量（例如一整行相同的 padding 嵌入）的 $x - \mu = 0$，$\epsilon$ 放在根号里外都得到 0（再加 $\beta$），最多差一点舍入误差。
-#   真正的危险是**完全不加** $\epsilon$：`2.0` 那一行方差恰好是 0，得到 $0/0 =$ NaN；`0.1` 在 float32 里不能精确表示，
-#   求均值时通常会带上一点舍入误差，方差变成一个约 $10^{-17}$ 的“假”非零值，舍入误差于是被放大成 $\pm 1$ 的输出——
-#   本该是 0 的结果变成了噪声（得到 NaN 还是 $\pm 1$ 取决于舍入，两种都错）。接近常数的输入也一样，而且反向传播的梯度按 $1/\sigma$ 放大，大得离谱。
+# - 常数向量（例如一整行相同的 padding 嵌入）的 $x - \mu = 0$，$\epsilon$ 放在根号里外都得到 0（再加 $\beta$）。
+#   真正的危险是**完全不加** $\epsilon$：方差为 0，得到 $0/0 =$ NaN（上面最后一行）；接近常数的输入 $\sigma$ 极小，
+#   舍入误差和反向传播的梯度都按 $1/\sigma$ 放大。
 
 # %% [markdown]
 # ## 5. 练习：`LayerNorm`（5 分）
@@ -492,7 +485,7 @@ except NotImplementedError:
 # | LayerNorm 沿错的轴（`dim=0`、`dim=(0, 1)`、`dim=1`） | 不报错；变成 BatchNorm 式统计，结果依赖批次里的其他样本 |
 # | 用了无偏方差（`torch.var` 默认 `unbiased=True`） | 与 `nn.LayerNorm` 差 $d/(d-1)$ 倍的方差，$d$ 小时明显 |
 # | $\epsilon$ 放在根号外：`(x - μ) / (σ + ε)` | 方差小（但不为 0）时结果差好几倍，与 `nn.LayerNorm` 不等；常数输入两者都给 $\beta$ |
-# | 完全不加 $\epsilon$ | 常数向量（如相同的 padding 行）得 $0/0 =$ NaN；接近常数的 float32 输入把舍入误差放大成 $\pm 1$ 量级的噪声 |
+# | 完全不加 $\epsilon$ | 常数向量（如相同的 padding 行）得 $0/0 =$ NaN；接近常数的输入把舍入误差和梯度按 $1/\sigma$ 放大 |
 # | 求均值时忘了 `keepdim=True` | 广播报错，或 `(B, T)` 错配到 `(B, T, d)` 的后两维 |
 # | 忘了 $\gamma, \beta$，或把它们设成不可训练的普通张量 | 默认初始化下看不出错，加载权重 / 训练后就不同 |
 # | 丢了残差：`LN(F(x))` | 深层时梯度难以回传，底层信息丢失 |

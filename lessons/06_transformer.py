@@ -479,18 +479,10 @@ plt.show()
 # %% [markdown]
 # ## 7. 复杂度与显存
 #
-# 记序列长度 $n$、$d = d_{\text{model}}$。一个编码器层的乘加次数（multiply-add，1 次乘加 = 2 FLOPs）：
-#
-# | 部分 | 乘加次数 | 说明 |
-# | --- | --- | --- |
-# | Q、K、V、O 投影 | $4 n d^2$ | 四个 $d \times d$ 矩阵乘 |
-# | $QK^{\top}$ 与 $AV$ | $2 n^2 d$ | 所有头合计 $H \cdot n^2 d_k \cdot 2$；头数不改变总量 |
-# | FFN | $2 n\, d\, d_{\text{ff}}$ | $d_{\text{ff}} = 4d$ 时 $8 n d^2$ |
-# | 注意力权重显存 | $B H n^2$ 个数 | 反向传播要存下来 |
-#
-# 合计约 $12 n d^2 + 2 n^2 d$。两个分界点（与第 01 章一致）：**注意力子层内部**，$2n^2 d > 4nd^2 \iff n > 2d$；
-# **整个层**（$d_{\text{ff}} = 4d$），$2n^2 d > 12 n d^2 \iff n > 6d$。$d = 512$ 时分别是 $n = 1024$ 和 $n = 3072$：
-# 比这短，投影和 FFN 才是大头；比这长，$n^2$ 项占主导，序列翻倍，注意力的计算和显存都翻四倍。代入数字：
+# 一层的乘加次数（multiply-add，1 次乘加 = 2 FLOPs）——Q、K、V、O 投影 $4nd^2$，$QK^{\top}$ 与 $AV$ 合计 $2n^2 d$，
+# FFN $2nd\,d_{\text{ff}} = 8nd^2$，一层约 $12nd^2 + 2n^2 d$——以及 $n^2$ 项什么时候占主导（注意力子层内 $n > 2d$，
+# 整个层 $n > 6d$）、注意力矩阵占多少显存，都在第 01 章第 10 节算过。$d = 512$ 时两个分界点是 $n = 1024$ 和 $n = 3072$。
+# 这里把同一套公式用到原论文的 base 模型上：
 
 # %%
 def encoder_layer_macs(n, d, d_ff):
@@ -498,15 +490,11 @@ def encoder_layer_macs(n, d, d_ff):
     return 4 * n * d * d, 2 * n * d * d_ff, 2 * n * n * d
 
 
-d, d_ff = 512, 2048
+d, d_ff, n = 512, 2048, 1024
+proj, ffn, attn = encoder_layer_macs(n, d, d_ff)
 print(f"one head, n = 1024: QK^T = 1024^2 x 64 = {1024 ** 2 * 64 / 1e6:.0f} M multiply-adds")
-print("    n | projections |   FFN   | QK^T + AV |  total  | GFLOPs | share of n^2 term")
-for n in (128, 512, 1024, 2048, 3072, 8192):
-    proj, ffn, attn = encoder_layer_macs(n, d, d_ff)
-    total = proj + ffn + attn
-    print(f"{n:5d} | {proj / 1e9:9.2f} G | {ffn / 1e9:5.2f} G | {attn / 1e9:7.2f} G | {total / 1e9:5.2f} G | "
-          f"{2 * total / 1e9:6.1f} | {attn / total:.2f}")
-n = 1024
+print(f"one encoder layer, n = 1024: projections {proj / 1e9:.2f} G + FFN {ffn / 1e9:.2f} G + QK^T and AV {attn / 1e9:.2f} G "
+      f"= {(proj + ffn + attn) / 1e9:.2f} G multiply-adds = {2 * (proj + ffn + attn) / 1e9:.1f} GFLOPs")
 enc = 6 * sum(encoder_layer_macs(n, d, d_ff))
 dec = 6 * (sum(encoder_layer_macs(n, d, d_ff)) + 4 * n * d * d + 2 * n * n * d)   # + cross-attention
 head = n * d * 37000                                                                 # out_proj onto V = 37000
@@ -514,19 +502,13 @@ print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f}
       f"= {2 * (enc + dec + head) / 1e9:.0f} GFLOPs (out_proj alone {head / 1e9:.1f} G)")
 
 # %% [markdown]
-# 表里 $n = 1024$ 一行，注意力分数与投影都是 1.07G；$n = 3072$ 一行，$n^2$ 项正好占一半——正是上面的两个分界点。
+# $n = 1024$（$= 2d$）时注意力分数与投影都是 1.07G，正是注意力子层内的分界点。
 # 常见误区：估算“$QK^{\top}$ 约 $1024^2 \times 64 \approx 67$M 乘加……总体一次前向约数百 MFLOPs”。67M 只是**一个头**；
 # 8 个头、再加 $AV$，注意力分数部分是 1.07G 乘加，加上投影和 FFN，$n = 1024$ 时**一个编码器层**就约 4.3G 乘加（≈ 8.6 GFLOPs），
 # 整个 base 模型一次前向（源、目标各 1024 个 token）约 84G 乘加、170 GFLOPs——差了两个多数量级。训练一步（前向 + 反向）约是前向的 3 倍。
 #
-# 显存方面，单个头、单个样本的注意力矩阵（FP16，每个元素 2 字节）：
-
-# %%
-for n in (512, 1024, 2048, 4096, 16384):
-    print(f"n = {n:5d}: n^2 = {n * n:11,d} elements = {n * n * 2 / 2**20:5.1f} MiB per head (fp16)")
-
-# %% [markdown]
-# $n = 16384$ 时每个头 512 MiB，8 个头 4 GiB，还没算梯度和其他激活；批大小 $B$ 再乘上去。长序列的常见对策：
+# 显存方面（第 01 章第 10 节的表）：$n = 16384$ 时单个头、单个样本的注意力矩阵在 FP16 下就要 512 MiB，8 个头 4 GiB，
+# 还没算梯度和其他激活；批大小 $B$ 再乘上去。长序列的常见对策：
 #
 # | 方法 | 做法 | 计算量 | 注意力部分的显存 | 精确？ |
 # | --- | --- | --- | --- | --- |
