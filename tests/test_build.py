@@ -40,6 +40,7 @@ def test_there_are_lessons():
     assert LESSONS[0] == "00_orientation"
 
 
+@pytest.mark.slow  # a whole build in a temporary copy: `make test-fast` leaves it out
 def test_committed_editions_match_a_fresh_build(fresh):
     committed, rebuilt = generated_files(ROOT), generated_files(fresh)
     assert committed == rebuilt, (

@@ -129,6 +129,7 @@ def test_stubs_replace_every_solution(name):
     assert "NotImplementedError" in stub
 
 
+@pytest.mark.slow  # real nbgrader: `make test-fast` leaves it out
 def test_generate_assignment_copies_no_maintainer_files(tmp_path):
     """Junk next to a source notebook (lesson file, answer key, database, caches) stays out of release/."""
     name = LESSONS[0]

@@ -1,0 +1,71 @@
+"""Parallel grading against PostgreSQL, as docs/INSTRUCTOR.md describes it: tools/postgres.sh starts
+a private server, NBGRADER_DB_URL points nbgrader_config.py at it, and several
+``nbgrader autograde --student`` processes write to one gradebook at the same time.
+
+Skips where the PostgreSQL server programs (Debian: ``apt-get install postgresql``) or the driver
+(``pip install -e ".[postgres]"``) are missing.
+"""
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from tools import simulate_class as sim
+
+pytestmark = pytest.mark.slow  # real nbgrader runs: `make test-fast` leaves them out
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "01_attention"
+STUDENTS = {"ada_perfect": "perfect", "bob_untouched": "untouched", "cy_perfect": "perfect"}
+
+if not (shutil.which("initdb") or glob.glob("/usr/lib/postgresql/*/bin/initdb")):
+    pytest.skip("PostgreSQL server programs not installed (Debian/Ubuntu: apt-get install postgresql)",
+                allow_module_level=True)
+if importlib.util.find_spec("psycopg") is None:
+    pytest.skip('PostgreSQL driver not installed (.venv/bin/pip install -e ".[postgres]")', allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def db_url():
+    """A private server in a short, world-readable temporary folder (as root the server runs as
+    ``postgres``, which must reach it; the socket path must stay short)."""
+    folder = tempfile.mkdtemp(prefix="pg", dir="/tmp")
+    os.chmod(folder, 0o755)
+    env = dict(os.environ, POSTGRES_DIR=folder)
+    script = str(ROOT / "tools" / "postgres.sh")
+    subprocess.run([script, "start"], env=env, check=True, capture_output=True)
+    try:
+        yield subprocess.run([script, "url"], env=env, check=True, capture_output=True, text=True).stdout.strip()
+    finally:
+        subprocess.run([script, "stop"], env=env, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_parallel_autograde_into_one_postgresql_gradebook(db_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("NBGRADER_DB_URL", db_url)
+    course = tmp_path / "course"
+    course.mkdir()
+    sim.setup_course(course, [ASSIGNMENT], ROOT / "source")  # records the assignment in PostgreSQL
+    info = sim.analyse(ASSIGNMENT, ROOT / "source")
+    for student, kind in STUDENTS.items():
+        sim.hand_in(course, student, ASSIGNMENT, sim.make_submission(kind, info))
+    assert not (course / "gradebook.db").exists(), "the gradebook must be PostgreSQL, not SQLite"
+
+    env = dict(os.environ, PATH=f"{sim.BIN}{os.pathsep}{os.environ['PATH']}")
+    procs = {student: subprocess.Popen([str(sim.BIN / "nbgrader"), "autograde", ASSIGNMENT, "--student", student],
+                                       cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for student in STUDENTS}  # all at once
+    logs = {student: proc.communicate(timeout=600)[0] for student, proc in procs.items()}
+    failed = {s: logs[s][-3000:] for s, proc in procs.items() if proc.returncode != 0}
+    assert not failed, failed
+
+    full = sum(info.points.values())
+    with Gradebook(db_url, course_id="shousi-transformer") as gb:
+        scores = {s: gb.find_submission(ASSIGNMENT, s).score for s in STUDENTS}
+    assert scores == {s: (full if kind == "perfect" else 0.0) for s, kind in STUDENTS.items()}, scores
