@@ -202,9 +202,10 @@ def test_formgrader_lists_generates_and_previews(page, lab, shots, expect):
     expect(page.locator(".jp-FileBrowser-crumbs")).to_contain_text(f"release/{CHAPTER}")
     listing.dblclick()
     student = page.locator(NB)
-    expect(student.locator(".jp-Cell").filter(has_text="def softmax(x, axis=-1):")).to_contain_text(
-        "NotImplementedError")
+    stub = student.locator(".jp-Cell").filter(has_text="def softmax(x, axis=-1):")
+    expect(stub).to_contain_text("NotImplementedError")
     expect(student).not_to_contain_text("BEGIN SOLUTION")
+    stub.scroll_into_view_if_needed()
     shots(page, "4-formgrader-3-preview")
 
 
@@ -241,3 +242,21 @@ def test_student_assignment_list(page, lab, shots, expect):
     shots(page, "6-student-assignment-list")
     text = panel.inner_text()
     assert not re.search(r"error|exchange directory|could not|unwritable", text, re.I), text
+
+
+def test_released_chapter_reaches_the_student(page, lab, shots, expect):
+    """Through the course-local exchange: the instructor releases a chapter, the student fetches it."""
+    page.goto(lab.url())
+    menu(page, "Nbgrader", "Formgrader")
+    frame = page.frame_locator("iframe[src*='formgrader']")
+    frame.locator("tr", has=frame.locator("a", has_text=CHAPTER)).locator(".glyphicon-cloud-upload").click()
+    modal = frame.locator(".modal:visible")
+    expect(modal).to_contain_text(f"Successfully released '{CHAPTER}'", timeout=RUN_S)
+    modal.locator("button", has_text="OK").click()
+
+    menu(page, "Nbgrader", "Assignment List")
+    offered = page.locator("#released_assignments_list .list_item", has_text=CHAPTER)
+    offered.get_by_role("button", name="Fetch").click()
+    expect(page.locator("#fetched_assignments_list")).to_contain_text(CHAPTER, timeout=RUN_S)
+    shots(page, "7-student-fetched")
+    assert not re.search(r"error|could not|unwritable", page.locator("#assignments").inner_text(), re.I)
