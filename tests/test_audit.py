@@ -189,3 +189,23 @@ def test_what_nothing_can_undo_voids_its_exercise_and_every_later_one():
     nb.cells[index].source += "\n\nimport sys\nsys.modules['tutor.grading'] = None"
     later = {g for g, i in info.grade_index.items() if i > index}
     assert later and set(_audited(nb)) == later
+
+
+def test_grade_fails_and_undoes_tampering_done_while_the_learners_code_runs():
+    """Run time, the other half: ``grade`` verifies the machinery after the check too, fails that
+    cell, and puts the original back, so the next exercise is graded by the real ``np.allclose``."""
+    import numpy as np
+
+    from catalogue.reference import load
+    from tutor.grading import TestFailure, grade
+
+    softmax, original = load()["softmax"], np.allclose
+
+    def patching_softmax(x, axis=-1):
+        np.allclose = lambda *args, **kwargs: True
+        return softmax(x, axis)
+
+    with pytest.raises(TestFailure, match="numpy.allclose"):
+        grade("softmax", patching_softmax)
+    assert np.allclose is original
+    grade("softmax", softmax)  # clean again

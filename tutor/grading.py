@@ -65,13 +65,15 @@ def _failure_line(name, obj, result):
 
 
 def grade(name, obj):
-    """nbgrader hidden test: verify integrity, run the check, print ✅ or raise ``TestFailure``."""
+    """nbgrader hidden test: verify integrity before and after the check (the learner's code runs
+    inside it), run the check, print ✅ or raise ``TestFailure``."""
     _PASSED.pop(name, None)
     try:
         integrity.verify()
+        result = _quiet_check(name, obj)
+        integrity.verify()
     except AssertionError as exc:
         raise TestFailure(f"❌ {exc}") from None
-    result = _quiet_check(name, obj)
     if not result.passed:
         raise TestFailure(_failure_line(name, obj, result)) from None
     print(f"✅ {result.message}")
