@@ -2,6 +2,8 @@
 
 - every wrong implementation in tests/catalogue/wrong_*.py fails its check with the expected diagnosis;
 - every right alternative in tests/catalogue/right_*.py passes;
+- every real-world-style implementation in tests/catalogue/realworld.py fails with every real
+  difference named (two or more mistakes at once, in the part of a composite where they sit);
 - the reference's own source, defined outside ``solutions``, passes every check;
 - the from-scratch guard refuses built-ins and the reference package;
 - grade() and report() behave as the notebooks need.
@@ -21,9 +23,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tutor import mistakes
-from tutor.checks import CHECKS, NOT_IMPLEMENTED, run_check
+from tutor.checks import CHECKS, MORE, NOT_IMPLEMENTED, run_check
 from tutor.grading import grade, report
 
+from catalogue import realworld
 from catalogue.reference import load
 
 CATALOGUE = Path(__file__).parent / "catalogue"
@@ -57,6 +60,42 @@ def test_wrong_implementation_fails_with_its_diagnosis(check, obj, diagnosis):
     assert result.case is not None
     if diagnosis is not None:
         assert f"[{diagnosis}]" in result.message and " / " in result.message
+
+
+@pytest.mark.parametrize("check, obj, ids, where", realworld.CASES, ids=[_label(c) for c in realworld.CASES])
+def test_realworld_implementation_fails_with_every_difference_named(check, obj, ids, where):
+    result = run_check(check, obj)
+    assert not result.passed, result.message
+    assert set(result.diagnoses) == ids, result.message
+    assert result.diagnosis == result.diagnoses[0]
+    for mid in ids:
+        assert mistakes.explain(mid) in result.message
+    if where is not None:  # the part is named on a "where" line
+        assert re.search(rf"定位 / where: 你的 {check} 的 (\S+, )*{re.escape(where)}[,（ ]", result.message), result.message
+
+
+def test_two_mistakes_each_named_only_on_the_cases_where_they_show():
+    """The issue's case: no 1/sqrt(d_k) plus a bool-only mask. The first failing case has no mask,
+    so it must be explained by the scale; the integer-mask error belongs to the integer-mask case."""
+    result = run_check("scaled_dot_product_attention", realworld.sdpa_int_mask_unscaled)
+    assert result.case.startswith("无掩码") and result.diagnosis == "no_scale", result.message
+    lines = result.message.splitlines()
+    assert next(line for line in lines if "[mask_not_bool]" in line).endswith("（用例 5 / case 5）")
+    assert next(line for line in lines if "[no_scale]" in line).endswith("（用例 1, 2, 3, 4 / cases 1, 2, 3, 4）")
+    assert lines[-1].strip() == MORE
+
+
+def test_softmax_ignoring_axis_is_not_told_to_use_the_last_axis():
+    result = run_check("softmax", realworld.softmax_textbook)
+    assert "normalise over the last axis" not in result.message
+    assert "ignores its axis argument" in result.message
+
+
+def test_shared_and_eps_findings_say_where_and_what():
+    eps = run_check("EncoderLayer", realworld.EncoderLayerBertEps).message
+    assert "eps = 1e-12, the contract says 1e-05" in eps and "your EncoderLayer's norm1.ln, norm2.ln (LayerNorm)" in eps
+    shared = run_check("Transformer", realworld.TransformerListTimesN).message
+    assert "encoder_layers.0, encoder_layers.1 (EncoderLayer)" in shared and "decoder_layers.0, decoder_layers.1" in shared
 
 
 @pytest.mark.parametrize("check, obj", RIGHT, ids=[_label(c) for c in RIGHT])

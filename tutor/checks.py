@@ -30,12 +30,14 @@ ATOL, RTOL = 1e-6, 1e-5
 
 @dataclass
 class CheckResult:
-    """Outcome of one check. ``diagnosis`` is a ``tutor.mistakes.MISTAKES`` id or None."""
+    """Outcome of one check. ``diagnosis`` is a ``tutor.mistakes.MISTAKES`` id or None (the first
+    one named); ``diagnoses`` every id the message names (two mistakes at once, several parts)."""
     name: str
     passed: bool
     case: str = None
     message: str = ""
     diagnosis: str = None
+    diagnoses: tuple = ()
 
     def assert_ok(self):
         if not self.passed:
@@ -238,6 +240,7 @@ class Case:
     label: str
     inputs: dict  # what the learner receives; described in messages
     extra: dict = None  # everything else the case needs
+    built: object = None  # the learner's module that ran this case (a composite is localised in it)
 
     def __getitem__(self, key):
         if key in self.inputs:
@@ -265,7 +268,8 @@ def _run(name, obj, cases, learner, reference, ref_for=lambda case: None):
             return CheckResult(name, False, case.label, f"{name}: {exc}", None)
         except _Fail as exc:
             explained = f"\n  {mistakes.explain(exc.diagnosis)}" if exc.diagnosis else ""
-            return CheckResult(name, False, case.label, f"{name}: {exc}{explained}", exc.diagnosis)
+            return CheckResult(name, False, case.label, f"{name}: {exc}{explained}", exc.diagnosis,
+                               (exc.diagnosis,) if exc.diagnosis else ())
         except NotImplementedError:
             return CheckResult(name, False, case.label, f"{name}: {NOT_IMPLEMENTED}", None)
         except Exception as exc:  # the learner's code raised: keep going, diagnose from all cases
@@ -287,55 +291,281 @@ def _run(name, obj, cases, learner, reference, ref_for=lambda case: None):
         return CheckResult(name, True, None, f"{name}: {len(cases)} 个用例全部通过 / all {len(cases)} cases passed")
     i, reason = failure
     case = cases[i]
-    diagnosis = _diagnose(name, cases, outcomes, reference, ref_for, reason)
+    findings = _explain(name, cases, outcomes, [reference(c) for c in cases], ref_for, i)
     lines = [f"{name}: 用例 case {i + 1}/{len(cases)} 「{case.label}」 ({_describe(case.inputs)})", f"  {reason}"]
-    if diagnosis:
-        lines.append("  " + mistakes.explain(diagnosis))
-    return CheckResult(name, False, case.label, "\n".join(lines), diagnosis)
+    lines += _finding_lines(name, findings)
+    ids = tuple(dict.fromkeys(mid for f in findings for mid in f.ids))
+    return CheckResult(name, False, case.label, "\n".join(lines), ids[0] if ids else None, ids)
 
 
-def _diagnose(name, cases, outcomes, reference, ref_for, reason):
-    """The first known wrong variant that reproduces the learner's outcome on every case."""
+# ---------------------------------------------------------------- diagnosis
+
+MORE = "不止一处与契约不同 / more than one thing differs from the contract"
+
+
+@dataclass
+class Finding:
+    """One reason a learner's outcome differs from the reference."""
+    ids: tuple = ()  # known mistakes (several: at once); () with ``reason``: a difference no known mistake explains
+    where: str = None  # the part it is in ("norm1.ln"); None: the object under check itself
+    kind: str = None  # that part's contract name ("LayerNorm")
+    cases: tuple = None  # 0-based indices of the cases it is named on; None: every failing case
+    note: str = ""  # a detail, e.g. the eps found
+    reason: str = ""  # what differs, when no known mistake does
+    only: dict = None  # id -> cases, for a bug of a combination that shows on some cases only
+
+
+class _Table:
+    """The known wrong variants of check ``name`` on every case, each evaluated once, when needed.
+    ``provider(i)`` is the module whose weights and parts the variants use on case ``i``."""
+
+    def __init__(self, name, cases, provider, learner=False):
+        self.cases, self.learner, self.entries, self.cache = cases, learner, {}, {}
+        build = mistakes.VARIANTS.get(name)
+        contract = mistakes.WIRING.get(name) if learner else None
+        for i, case in enumerate(cases):
+            module = provider(i)
+            if learner and module is None:
+                continue  # the learner's module was never built for this case
+            found = [((), lambda m=module, c=case: contract(m, c))] if contract else []
+            found += build(module, case) if build else []
+            seen = {}
+            for entry in found:
+                ids = entry[0] if isinstance(entry[0], tuple) else (entry[0],)
+                k = seen[ids] = seen.get(ids, -1) + 1
+                self.entries.setdefault((ids, k), {})[i] = (entry[1], *entry[2:])
+        self.order = sorted(self.entries, key=lambda key: len(key[0]))  # the contract, each bug alone, then two, three
+
+    def out(self, key, i, which=None):
+        """Output of variant ``key`` on case ``i`` (``which``: its ``which``-th bug alone), or RAISES."""
+        import torch
+
+        if (key, i, which) not in self.cache:
+            entry = self.entries[key][i]
+            thunk = entry[0] if which is None else entry[2][which]
+            try:
+                with torch.no_grad(), (guard.from_scratch() if self.learner else _nothing()):
+                    self.cache[(key, i, which)] = thunk()
+            except Exception:
+                self.cache[(key, i, which)] = RAISES
+        return self.cache[(key, i, which)]
+
+    def reproduces(self, key, outcomes, expected, failing):
+        """Variant ``key`` gives the learner's outcome on every case and shows on a failing one."""
+        agree = shows = False
+        for i, got in enumerate(outcomes):
+            if i not in self.entries[key]:
+                continue
+            variant = self.out(key, i)
+            if isinstance(got, Exception):
+                if variant is not RAISES:
+                    return False
+                shows = True
+            elif variant is RAISES or not _matches(variant, got):
+                return False
+            else:
+                agree = True
+                shows = shows or (i in failing and not _matches(variant, expected[i]))
+        return agree and (shows or not key[0])
+
+    def finding(self, key, failing, expected, first):
+        entry = self.entries[key].get(first) or next(iter(self.entries[key].values()))
+        only = {}
+        for j, mid in enumerate(key[0] if len(entry) > 2 and entry[2] else ()):
+            shows = tuple(i for i in failing if i in self.entries[key]
+                          and ((v := self.out(key, i, j)) is RAISES or not _matches(v, expected[i])))
+            if shows != tuple(failing):
+                only[mid] = shows
+        return Finding(key[0], note=entry[1] if len(entry) > 1 else "", only=only or None)
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def _failing(outcomes, expected):
+    return [i for i, got in enumerate(outcomes) if isinstance(got, Exception) or not _matches(expected[i], got)]
+
+
+def _diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
+    """Findings from the known wrong variants (``tutor.mistakes``) computed with the reference's
+    weights: one variant (a bug alone, or two or three at once) that reproduces every case; else,
+    case by case, the variant that reproduces that case, so that no mistake is named on a case where
+    it does not show, and "more than one thing differs" when the cases disagree.
+    ``alone``: only a single bug that reproduces every case, or nothing."""
+    table = _Table(name, cases, lambda i: ref_for(cases[i]))
+    failing = _failing(outcomes, expected)
+    for key in table.order:
+        if alone and len(key[0]) > 1:
+            return []
+        if table.reproduces(key, outcomes, expected, failing):
+            return [table.finding(key, failing, expected, first)]
+    if alone:
+        return []
+    groups = {}  # (ids, key) -> case indices
+    for i in failing:
+        got = outcomes[i]
+        if isinstance(got, Exception):
+            mid = next((m for fragment, m in mistakes.EXCEPTIONS if fragment in str(got)), None)
+            key = ((mid,), None) if mid else None
+        else:
+            key = next((k for k in table.order if i in table.entries[k] and (v := table.out(k, i)) is not RAISES
+                        and _matches(v, got) and not _matches(v, expected[i])), None)
+        if key is not None:
+            groups.setdefault(key, []).append(i)
+    findings = [Finding(key[0], cases=tuple(idx),
+                        note=table.entries[key][idx[0]][1] if key[1] is not None and len(table.entries[key][idx[0]]) > 1 else "")
+                for key, idx in groups.items()]
+    explained = {i for f in findings for i in f.cases}
+    if findings and len(explained) < len(failing):
+        findings.append(Finding(cases=tuple(i for i in failing if i not in explained), reason=MORE))
+    if findings and len(findings) == 1 and findings[0].ids and len(explained) == len(failing):
+        findings[0].cases = None  # one mistake explains every failing case
+    findings.sort(key=lambda f: f.cases is not None and first not in f.cases)
+    return findings
+
+
+def _explain(name, cases, outcomes, expected, ref_for, first):
+    """Findings for a failed check. A composite that one known bug (with the reference's parts)
+    reproduces has right parts; otherwise its parts are tested alone (same weights), and when some
+    differ, its wiring is judged with the learner's own parts."""
+    if name in PARTS and cases[first].built is not None:
+        shared = len(_owners(name, cases[first].built, ref_for(cases[first]))) < len(PARTS[name](ref_for(cases[first])))
+        if not shared and (found := _diagnose(name, cases, outcomes, expected, ref_for, first, alone=True)):
+            return found
+        pairs = {}  # one (learner module, reference module) per reference: each size the check built
+        for case in [cases[first]] + cases:
+            if case.built is not None:
+                pairs.setdefault(id(ref_for(case)), (case.built, ref_for(case)))
+        found = _parts_alone(name, list(pairs.values()))
+        if found:
+            return found + _wiring(name, None, cases, outcomes, expected, [c.built for c in cases])
+    return _diagnose(name, cases, outcomes, expected, ref_for, first)
+
+
+def _wiring(name, where, cases, outcomes, expected, modules):
+    """The composite's contract forward, then its known wiring bugs, run with the learner's parts:
+    nothing to add when the contract reproduces the learner's outcome; else the bug that does."""
+    table = _Table(name, cases, lambda i: modules[i], learner=True)
+    failing = _failing(outcomes, expected)
+    key = next((k for k in table.order if table.reproduces(k, outcomes, expected, failing)), None)
+    if key is None:
+        return [Finding(where=where, kind=name, reason="上面的部件解释不了全部差别 / the parts above do not explain the whole difference")]
+    if not key[0]:
+        return []
+    found = table.finding(key, failing, expected, failing[0] if failing else 0)
+    found.where, found.kind, found.only = where, name, None
+    return [found]
+
+
+def _parts_alone(kind, pairs, prefix=""):
+    """Each contract part of the learner's modules run alone next to the same part of the reference
+    (same weights), recursively; ``pairs``: (learner module, reference module), one per size the
+    check built. Findings name the part and the mistake inside it. Parts that are one object
+    (``self.norm2 = self.norm1``, ``[layer] * N``) are named as shared."""
+    module, ref = pairs[0]
+    parts, owners, findings = PARTS[kind](ref), _owners(kind, *pairs[0]), []
+    for path, part_kind in parts:
+        try:
+            sub = [(mine.get_submodule(path), theirs.get_submodule(path)) for mine, theirs in pairs]
+        except AttributeError:
+            continue
+        same = owners[id(sub[0][0])]
+        if len(same) > 1 and part_kind in SHARED:
+            if path == same[0]:
+                findings.append(Finding((SHARED[part_kind],), ", ".join(prefix + p for p in same), part_kind))
+            if path != same[-1]:
+                continue  # a shared part holds the weights loaded last
+        findings += _probe(part_kind, sub, prefix + path)
+    return findings
+
+
+def _owners(kind, module, ref):
+    """id of each contract part object of ``module`` -> the paths that hold it."""
+    owners = {}
+    for path, _ in PARTS[kind](ref):
+        try:
+            owners.setdefault(id(module.get_submodule(path)), []).append(path)
+        except AttributeError:
+            continue
+    return owners
+
+
+def _probe(kind, pairs, where):
+    """Findings about a learner's part run alone on a few inputs next to the reference's part;
+    ``pairs``: (learner part, reference part), one per size the check built."""
     import torch
 
-    build = mistakes.VARIANTS.get(name)
-    if build is not None:
-        table = {}  # (id, k) -> {case index: output dict or RAISES}
-        for i, case in enumerate(cases):
-            seen = {}
-            for mid, thunk in build(ref_for(case), case):
-                k = seen[mid] = seen.get(mid, -1) + 1
-                try:
-                    with torch.no_grad():
-                        out = thunk()
-                except Exception:
-                    out = RAISES
-                table.setdefault((mid, k), {})[i] = out
-        for (mid, _), per_case in table.items():
-            wrong = agree = False
-            ok = True
-            for i, got in enumerate(outcomes):
-                variant = per_case.get(i)
-                if variant is None:
-                    continue
-                if isinstance(got, Exception):
-                    ok = variant is RAISES
-                    wrong = True
-                elif variant is RAISES or not _matches(variant, got):
-                    ok = False
-                else:
-                    agree = True
-                    wrong = wrong or not _matches(reference(cases[i]), got)
-                if not ok:
-                    break
-            if ok and wrong and agree:
-                return mid
-    for exc in outcomes:
-        if isinstance(exc, Exception):
-            for fragment, mid in mistakes.EXCEPTIONS:
-                if fragment in str(exc):
-                    return mid
-    return None
+    names, forward = OUTPUTS[kind], FORWARD[kind]
+    inner = _parts_alone(kind, pairs, where + ".") if kind in PARTS else []
+    cases, expected, outcomes, owners = [], [], [], {}
+    for mine, theirs in pairs:
+        for case in _probe_cases(kind, theirs):
+            owners[id(case)] = (mine, theirs)
+            with torch.no_grad():
+                expected.append(_unpack(forward(theirs, case, case.inputs), names, kind))
+            try:
+                with torch.no_grad(), guard.from_scratch():
+                    outcomes.append(_unpack(forward(mine, case, case.inputs), names, kind))
+            except Exception:  # the part does not follow its contract's call: only its own parts can be tested
+                return inner
+            cases.append(case)
+    failing = _failing(outcomes, expected)
+    if not failing:
+        return inner
+    if inner:
+        return inner + _wiring(kind, where, cases, outcomes, expected, [owners[id(c)][0] for c in cases])
+    found = _diagnose(kind, cases, outcomes, expected, lambda case: owners[id(case)][1], failing[0])
+    if not found:
+        i = failing[0]
+        reason = next(r for key, value in expected[i].items() if (r := _compare(key, value, outcomes[i][key])))
+        return [Finding(where=where, kind=kind, reason=reason)]
+    for f in found:
+        f.where, f.kind, f.cases, f.only = where, kind, None, None
+    return found
+
+
+def _case_numbers(indices, only=False):
+    numbers = ", ".join(str(i + 1) for i in indices)
+    case = "case" if len(indices) == 1 else "cases"
+    return f"只在用例 {numbers} / only on {case} {numbers}" if only else f"用例 {numbers} / {case} {numbers}"
+
+
+def _finding_lines(name, findings):
+    """The diagnosis lines of a message, parts grouped where the same mistake sits in several places."""
+    lines, groups = [], {}
+    for f in findings:
+        if f.where is not None:
+            groups.setdefault((f.ids, f.kind, f.note, f.reason), []).append(f.where)
+    if groups:
+        lines.append(f"  逐个部件单独测试（同样的权重）/ each part of your {name} tested alone (same weights):")
+    for (ids, kind, note, reason), wheres in groups.items():
+        places = ", ".join(wheres[:3]) + (f" … ({len(wheres)} 处 / places)" if len(wheres) > 3 else "")
+        lines.append(f"  定位 / where: 你的 {name} 的 {places}（{kind}）/ your {name}'s {places} ({kind}):")
+        lines += [f"    {mistakes.explain(mid)}" for mid in ids]
+        lines += [f"    {text}" for text in (note, reason and f"不是已知错误 / not a known mistake: {reason}") if text]
+    for f in findings:
+        if f.where is not None:
+            continue
+        cases = f"（{_case_numbers(f.cases)}）" if f.cases is not None else ""
+        indent = "  "
+        if groups and f.ids:
+            lines.append(f"  定位 / where: 你的 {name} 连接各部件的方式 / how your {name} connects its parts:")
+            indent = "    "
+        elif len(f.ids) > 1:
+            lines.append(f"  {len(f.ids)} 个错误同时存在 / {len(f.ids)} mistakes at once:")
+            indent = "    "
+        for mid in f.ids:
+            only = (f.only or {}).get(mid)
+            lines.append(f"{indent}{mistakes.explain(mid)}{cases}" + (f"（{_case_numbers(only, only=True)}）" if only else ""))
+        if f.note:
+            lines.append(f"{indent}  {f.note}")
+        if f.reason:
+            lines.append(f"  {MORE}: " + (f.reason if groups else f"{_case_numbers(f.cases)} 另有不同 / differ in yet another way"))
+    if len([f for f in findings if f.where is None and f.ids and f.cases is not None]) > 1:
+        lines.append(f"  {MORE}")
+    return lines
 
 
 def _randn(gen, *shape, scale=1.0):
@@ -427,7 +657,8 @@ def _module_check(name, names, make_args, forward, grads=(), load=True):
 
     def learner(cls, case):
         args, kwargs = make_args(case)
-        return outputs(_build(cls, args, kwargs, ref_for(case) if load else None), case, f"{name}.forward")
+        case.built = _build(cls, args, kwargs, ref_for(case) if load else None)
+        return outputs(case.built, case, f"{name}.forward")
 
     def reference(case):
         def compute():
@@ -463,12 +694,9 @@ def check_MultiHeadAttention(cls):
     pad = torch.tensor([[True, True, True, True, True], [False, True, True, True, False]])[:, None, None, :]
     add("填充 & 因果，含整行被屏蔽 / padding & causal, a fully masked row, d_model=12 H=2", 12, 2, 2, 5, mask=pad & causal)
 
-    def forward(m, case, x):
-        return m(x["x_q"], x.get("x_kv", x["x_q"]), case.get("mask"))
-
     learner, reference, ref_for = _module_check(
-        "MultiHeadAttention", ("out", "attn"), lambda case: ((case["d_model"], case["H"]), {}), forward,
-        grads=("x_q", "x_kv"))
+        "MultiHeadAttention", OUTPUTS["MultiHeadAttention"], lambda case: ((case["d_model"], case["H"]), {}),
+        FORWARD["MultiHeadAttention"], grads=("x_q", "x_kv"))
     return _run("MultiHeadAttention", cls, cases, learner, reference, ref_for)
 
 
@@ -533,15 +761,9 @@ def check_PositionalEncoding(cls):
     cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
              for d, m, b, t in ((16, 20, 2, 7), (5, 9, 1, 9), (8, 30, 3, 1))]
 
-    def forward(m, case, x):
-        pe = getattr(m, "pe", None)
-        if pe is None:
-            raise _Fail("缺少缓冲区 pe / the buffer pe is missing: self.register_buffer('pe', ...)")
-        return pe, m(case["x"])
-
     learner, reference, ref_for = _module_check(
-        "PositionalEncoding", ("pe", "out"), lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
-        forward, grads=(), load=False)
+        "PositionalEncoding", OUTPUTS["PositionalEncoding"], lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
+        FORWARD["PositionalEncoding"], grads=(), load=False)
     return _run("PositionalEncoding", cls, cases, learner, reference, ref_for)
 
 
@@ -553,8 +775,8 @@ def check_FeedForward(cls):
              Case("gelu, x (1, 3, 8), d_ff=16", {"x": _randn(g, 1, 3, 8)}, {"d_ff": 16, "activation": "gelu"}),
              Case("relu, 2 维输入 / 2-D input x (4, 8)", {"x": _randn(g, 4, 8)}, {"d_ff": 24, "activation": "relu"})]
     learner, reference, ref_for = _module_check(
-        "FeedForward", ("out",), lambda case: ((case["x"].size(-1), case["d_ff"]), {"activation": case["activation"]}),
-        lambda m, case, x: m(x["x"]), grads=("x",))
+        "FeedForward", OUTPUTS["FeedForward"], lambda case: ((case["x"].size(-1), case["d_ff"]), {"activation": case["activation"]}),
+        FORWARD["FeedForward"], grads=("x",))
     return _run("FeedForward", cls, cases, learner, reference, ref_for)
 
 
@@ -570,8 +792,8 @@ def _norm_cases(seed):
 
 def check_LayerNorm(cls):
     learner, reference, ref_for = _module_check(
-        "LayerNorm", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
-        lambda m, case, x: m(x["x"]), grads=("x",))
+        "LayerNorm", OUTPUTS["LayerNorm"], lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
+        FORWARD["LayerNorm"], grads=("x",))
     return _run("LayerNorm", cls, _norm_cases(5), learner, reference, ref_for)
 
 
@@ -591,8 +813,8 @@ def check_ResidualLayerNorm(cls):
         c.inputs["sublayer_out"] = _randn(g, *c["x"].shape, scale=float(c["x"].std()))
         cases.append(c)
     learner, reference, ref_for = _module_check(
-        "ResidualLayerNorm", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
-        lambda m, case, x: m(x["x"], x["sublayer_out"]), grads=("x", "sublayer_out"))
+        "ResidualLayerNorm", OUTPUTS["ResidualLayerNorm"], lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
+        FORWARD["ResidualLayerNorm"], grads=("x", "sublayer_out"))
     return _run("ResidualLayerNorm", cls, cases, learner, reference, ref_for)
 
 
@@ -649,8 +871,8 @@ def check_EncoderLayer(cls):
                   {"cfg": (16, 4, 32)}),
              Case("无掩码 / no mask, B=1 T=3 d_model=8 H=1", {"x": _randn(g, 1, 3, 8)}, {"cfg": (8, 1, 16)})]
     learner, reference, ref_for = _module_check(
-        "EncoderLayer", ("out", "attn"), lambda case: (case["cfg"], {"dropout": 0.1}),
-        lambda m, case, x: m(x["x"], case.get("src_mask")), grads=("x",))
+        "EncoderLayer", OUTPUTS["EncoderLayer"], lambda case: (case["cfg"], {"dropout": 0.1}),
+        FORWARD["EncoderLayer"], grads=("x",))
     return _run("EncoderLayer", cls, cases, learner, reference, ref_for)
 
 
@@ -667,16 +889,8 @@ def check_DecoderLayer(cls):
              Case("T_t = T_s = 5, B=1 H=2",
                   {"y": _randn(g, 1, 5, 8), "memory": _randn(g, 1, 5, 8), "tgt_mask": _pad_causal(torch.ones(1, 5, dtype=torch.bool)),
                    "memory_mask": keep_5[:, None, None, :]}, {"cfg": (8, 2, 16)})]
-
-    def forward(m, case, x):
-        y, weights = m(x["y"], x["memory"], case.get("tgt_mask"), case.get("memory_mask"))
-        if not isinstance(weights, (tuple, list)) or len(weights) != 2:
-            raise _Fail("DecoderLayer.forward 应返回 (y, (self_attn_w, cross_attn_w)) / "
-                        "must return (y, (self_attn_w, cross_attn_w))")
-        return y, weights[0], weights[1]
-
     learner, reference, ref_for = _module_check(
-        "DecoderLayer", ("out", "self_attn", "cross_attn"), lambda case: (case["cfg"], {"dropout": 0.1}), forward,
+        "DecoderLayer", OUTPUTS["DecoderLayer"], lambda case: (case["cfg"], {"dropout": 0.1}), FORWARD["DecoderLayer"],
         grads=("y", "memory"))
     return _run("DecoderLayer", cls, cases, learner, reference, ref_for)
 
@@ -860,6 +1074,84 @@ def _refused(name, obj):
     except guard.FromScratchViolation as exc:
         return CheckResult(name, False, None, f"{name}: {exc}")
     return None
+
+
+# ---------------------------------------------------------------- parts of the composites
+
+def _decoder_forward(m, case, x):
+    y, weights = m(x["y"], x["memory"], case.get("tgt_mask"), case.get("memory_mask"))
+    if not isinstance(weights, (tuple, list)) or len(weights) != 2:
+        raise _Fail("DecoderLayer.forward 应返回 (y, (self_attn_w, cross_attn_w)) / "
+                    "must return (y, (self_attn_w, cross_attn_w))")
+    return y, weights[0], weights[1]
+
+
+def _pe_forward(m, case, x):
+    pe = getattr(m, "pe", None)
+    if pe is None:
+        raise _Fail("缺少缓冲区 pe / the buffer pe is missing: self.register_buffer('pe', ...)")
+    return pe, m(case["x"])
+
+
+# check name -> (output names, forward(module, case, inputs) -> raw return), shared by the checks
+# and by the probes that run a composite's parts alone
+OUTPUTS = {"LayerNorm": ("out",), "ResidualLayerNorm": ("out",), "FeedForward": ("out",),
+           "MultiHeadAttention": ("out", "attn"), "EncoderLayer": ("out", "attn"),
+           "DecoderLayer": ("out", "self_attn", "cross_attn"), "PositionalEncoding": ("pe", "out")}
+FORWARD = {
+    "LayerNorm": lambda m, case, x: m(x["x"]),
+    "ResidualLayerNorm": lambda m, case, x: m(x["x"], x["sublayer_out"]),
+    "FeedForward": lambda m, case, x: m(x["x"]),
+    "MultiHeadAttention": lambda m, case, x: m(x["x_q"], x.get("x_kv", x["x_q"]), case.get("mask")),
+    "EncoderLayer": lambda m, case, x: m(x["x"], case.get("src_mask")),
+    "DecoderLayer": _decoder_forward,
+    "PositionalEncoding": _pe_forward,
+}
+_NORMS = [f"norm{k}" for k in (1, 2, 3)]
+# composite check name -> its contract parts (attribute path, check name), given the reference module
+PARTS = {
+    "ResidualLayerNorm": lambda ref: [("ln", "LayerNorm")],
+    "EncoderLayer": lambda ref: [("self_attn", "MultiHeadAttention"), ("ffn", "FeedForward")]
+                                + [(n, "ResidualLayerNorm") for n in _NORMS[:2]],
+    "DecoderLayer": lambda ref: [("self_attn", "MultiHeadAttention"), ("cross_attn", "MultiHeadAttention"),
+                                 ("ffn", "FeedForward")] + [(n, "ResidualLayerNorm") for n in _NORMS],
+    "Transformer": lambda ref: [("pos_enc", "PositionalEncoding")]
+                               + [(f"encoder_layers.{i}", "EncoderLayer") for i in range(len(ref.encoder_layers))]
+                               + [(f"decoder_layers.{i}", "DecoderLayer") for i in range(len(ref.decoder_layers))],
+}
+# parts that must not be one object in two places -> the mistake it is
+SHARED = {"LayerNorm": "shared_norm", "ResidualLayerNorm": "shared_norm",
+          "EncoderLayer": "layers_shared", "DecoderLayer": "layers_shared"}
+
+
+def _probe_cases(kind, ref):
+    """Inputs for running one part alone, sized from the reference part; the norms also get a
+    small-variance input, where eps matters."""
+    import torch
+
+    g = torch.Generator().manual_seed(20)
+    if kind == "LayerNorm":
+        d = ref.weight.numel()
+        return [Case("x", {"x": _randn(g, 2, 3, d, scale=2.0) + 0.5}), Case("small", {"x": _randn(g, 2, 3, d, scale=1e-3)})]
+    if kind == "ResidualLayerNorm":
+        d = ref.ln.weight.numel()
+        return [Case(label, {"x": _randn(g, 2, 3, d, scale=scale), "sublayer_out": _randn(g, 2, 3, d, scale=scale)})
+                for label, scale in (("x", 1.0), ("small", 1e-3))]
+    if kind == "FeedForward":
+        activation = "gelu" if ref.activation is torch.nn.functional.gelu else "relu"
+        return [Case("x", {"x": _randn(g, 2, 3, ref.fc1.in_features)}, {"activation": activation})]
+    if kind == "PositionalEncoding":
+        return [Case("x", {"x": _randn(g, 2, 5, ref.pe.size(-1))}, {"max_len": ref.pe.size(1)})]
+    d = ref.W_q.in_features if kind == "MultiHeadAttention" else ref.norm1.ln.weight.numel()
+    keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)  # (B, T) with padding
+    pad, causal = keep[:, None, None, :], torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
+    if kind == "MultiHeadAttention":
+        return [Case("self", {"x_q": _randn(g, 2, 5, d), "mask": pad & causal}),
+                Case("cross", {"x_q": _randn(g, 2, 3, d), "x_kv": _randn(g, 2, 5, d), "mask": pad})]
+    if kind == "EncoderLayer":
+        return [Case("x", {"x": _randn(g, 2, 5, d), "src_mask": pad})]
+    return [Case("y", {"y": _randn(g, 2, 5, d), "memory": _randn(g, 2, 5, d), "tgt_mask": pad & causal,
+                       "memory_mask": pad})]
 
 
 CHECKS = {

@@ -5,12 +5,18 @@ variant on the *same* case with the *same* weights and names the one the learner
 matches. ``MISTAKES`` maps a diagnosis id to its bilingual explanation; ``VARIANTS`` maps a check
 name to a function ``(reference, case) -> [(diagnosis_id, thunk)]`` whose thunks return the wrong
 output in the check's output format (a dict of named tensors/arrays, a subset of the check's keys).
+Entries are ``(ids, thunk)`` or ``(ids, thunk, note, singles)``: ``ids`` one id or a tuple of ids
+(several bugs at once, from ``combine``), ``note`` a bilingual detail (e.g. the eps found) and
+``singles`` the thunks of each bug alone (to say on which cases each one shows).
+``WIRING`` maps a composite's check name to its contract forward written from its parts, so that
+``tutor.checks`` can run it (and the wiring variants) with the *learner's* parts.
 ``EXCEPTIONS`` maps error-message fragments to a diagnosis for learners whose code raises.
 
 Every variant is written from the reference's building blocks (its weights and sub-modules), so
 a diagnosis means "your output equals what this exact bug produces", not a guess.
 """
 import math
+from itertools import combinations
 
 import numpy as np
 import torch
@@ -26,6 +32,10 @@ MISTAKES = {
                          "scaled by √d_model in multi-head attention: each head's dot product has d_k = d_model / H terms, divide by √d_k"),
     "softmax_wrong_axis": ("softmax 的轴错了：应在最后一维（对每个查询的所有键）归一化",
                            "softmax over the wrong axis: normalise over the last axis (all keys of one query)"),
+    "softmax_ignores_axis": ("softmax 忽略了 axis 参数，总在最后一维归一化：max 和 sum 都要沿 axis 取（keepdims=True）",
+                             "softmax ignores its axis argument and always normalises the last axis: take max and sum along axis (keepdims=True)"),
+    "softmax_all_elements": ("softmax 对整个数组归一化（max/sum 没有指定轴）：应沿 axis 归一化，每个切片之和为 1",
+                             "softmax normalises the whole array (max/sum without an axis): normalise along axis, each slice sums to 1"),
     "mask_inverted": ("掩码约定反了：本课程 True = 可以关注，True 的位置要保留，False 的位置才屏蔽",
                       "mask convention inverted: in this course True = may attend; block the False positions, keep the True ones"),
     "mask_after_softmax": ("在 softmax 之后才屏蔽：被屏蔽位置置 0 后每行之和不再是 1；应在 softmax 之前把分数设为很大的负数",
@@ -67,6 +77,8 @@ MISTAKES = {
                           "the FFN has no activation between its layers: without a non-linearity two layers collapse into one"),
     "ffn_wrong_activation": ("激活函数与 activation 参数不一致（relu / gelu）",
                              "the activation does not follow the activation argument (relu / gelu)"),
+    "ffn_gelu_tanh": ("用了 tanh 近似的 GELU（GPT-2 的 gelu_new）：契约是精确的 erf 版本，即 F.gelu 的默认值",
+                      "the tanh approximation of GELU (GPT-2's gelu_new): the contract is the exact, erf-based GELU, F.gelu's default"),
     "ffn_activation_after_fc2": ("在 fc2 之后又加了一次激活：FFN 的输出不能被截断为非负",
                                  "an activation after fc2: the FFN output must not be clipped"),
     "ln_wrong_axis": ("LayerNorm 归一化的轴错了：只在最后一维（每个位置的特征）上求均值和方差，不是在 batch 或时间轴上",
@@ -75,12 +87,18 @@ MISTAKES = {
                         "unbiased variance (divides by n−1): LayerNorm uses the biased variance, unbiased=False"),
     "ln_eps_outside_sqrt": ("eps 放在根号外面：应是 sqrt(var + eps)，方差很小时两者差别很大",
                             "eps outside the square root: it is sqrt(var + eps); for small variances the two differ a lot"),
+    "ln_eps_value": ("eps 的数值与契约不同（例如 BERT 的 1e-12、Annotated Transformer 的 1e-6）：用构造参数 eps，默认 1e-5",
+                     "eps differs from the contract (e.g. BERT's 1e-12, the Annotated Transformer's 1e-6): use the eps argument, default 1e-5"),
     "ln_no_affine": ("没有乘 weight、加 bias：归一化之后还要做可学习的缩放和平移",
                      "weight and bias are not applied: scale and shift after normalising"),
     "rms_subtracts_mean": ("RMSNorm 不减均值：只除以均方根 sqrt(mean(x²) + eps)",
                            "RMSNorm does not subtract the mean: divide by the root mean square sqrt(mean(x²) + eps) only"),
     "missing_residual": ("缺少残差连接：子层输出要与它的输入相加（x + sublayer(x)）再归一化",
                          "a residual connection is missing: add the sublayer's input to its output (x + sublayer(x)) before normalising"),
+    "shared_norm": ("一个 LayerNorm 被两个子层共用：每个子层要有自己的 norm1、norm2……，各自学习自己的参数",
+                    "one LayerNorm shared by two sublayers: each sublayer has its own norm1, norm2, ... with its own parameters"),
+    "layers_shared": ("所有层是同一个对象（例如 [layer] * N）：它们共用一组参数；每层都要新建一次，如 [Layer(...) for _ in range(N)]",
+                      "every layer is the same object (e.g. [layer] * N), so they share one set of weights: build each layer anew, [Layer(...) for _ in range(N)]"),
     "pre_ln_instead_of_post": ("写成了 Pre-LN：这里要求 Post-LN，即 LayerNorm(x + sublayer(x))",
                                "Pre-LN where Post-LN was asked: this contract is LayerNorm(x + sublayer(x))"),
     "post_ln_instead_of_pre": ("写成了 Post-LN：Pre-LN 是 x + sublayer(LayerNorm(x))，残差路径不经过归一化",
@@ -134,6 +152,23 @@ def explain(mistake_id):
     return f"诊断 / diagnosis [{mistake_id}]: {zh} / {en}"
 
 
+def combine(bugs, run, most=2, note=None):
+    """Variant entries for each bug of ``bugs`` (``[(id, switches)]``) alone, then for each
+    combination of up to ``most`` bugs that set different switches (two mistakes at once).
+    ``run(**switches)`` -> output dict; ``note(switches)`` -> a detail line or ""."""
+    entries = []
+    for size in range(1, most + 1):
+        for combo in combinations(bugs, size):
+            keys = [set(kw) for _, kw in combo]
+            if len(set().union(*keys)) < sum(map(len, keys)) or len({mid for mid, _ in combo}) < size:
+                continue  # two bugs on one switch, or the same bug twice
+            switches = {k: v for _, kw in combo for k, v in kw.items()}
+            singles = tuple((lambda kw=kw: run(**kw)) for _, kw in combo) if size > 1 else ()
+            entries.append((tuple(mid for mid, _ in combo), lambda sw=switches: run(**sw),
+                            note(switches) if note else "", singles))
+    return entries
+
+
 # ---------------------------------------------------------------- attention
 
 def attention(Q, K, V, mask=None, scale="sqrt_dk", softmax_dim=-1, invert=False, mode="fill",
@@ -175,7 +210,7 @@ ATTENTION_BUGS = [
 
 
 def _attention_variants(Q, K, V, mask, to_output):
-    return [(mid, lambda kw=kw: to_output(*attention(Q, K, V, mask, **kw))) for mid, kw in ATTENTION_BUGS]
+    return combine(ATTENTION_BUGS, lambda **kw: to_output(*attention(Q, K, V, mask, **kw)))
 
 
 def sdpa_variants(ref, case):
@@ -190,20 +225,15 @@ def numpy_attention_variants(ref, case):
 
 
 def softmax_variants(ref, case):
-    x, axis = case["x"], case["axis"]
+    x = case["x"]
 
-    def plain(axis_):
+    def run(axis=case["axis"], stable=True):
         with np.errstate(over="ignore", invalid="ignore"):
-            e = np.exp(x)
-            return {"y": e / np.sum(e, axis=axis_, keepdims=True)}
+            e = np.exp(x - np.max(x, axis=axis, keepdims=True)) if stable else np.exp(x)
+            return {"y": e / np.sum(e, axis=axis, keepdims=True)}
 
-    def stable(axes):
-        e = np.exp(x - np.max(x, axis=axes, keepdims=True))
-        return {"y": e / np.sum(e, axis=axes, keepdims=True)}
-
-    return [("softmax_unstable", lambda: plain(axis)),
-            ("softmax_wrong_axis", lambda: stable(-1)),
-            ("softmax_wrong_axis", lambda: stable(None))]
+    return combine([("softmax_unstable", dict(stable=False)), ("softmax_ignores_axis", dict(axis=-1)),
+                    ("softmax_all_elements", dict(axis=None))], run)
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -245,7 +275,7 @@ def mha_variants(ref, case):
         return {"out": out, "attn": attn}
 
     bugs = MHA_BUGS + [("scale_by_d_model", dict(scale=math.sqrt(case["x_q"].size(-1))))]
-    return [(mid, lambda kw=kw: run(kw)) for mid, kw in bugs]
+    return combine(bugs, lambda **kw: run(kw))
 
 
 # ---------------------------------------------------------------- positional encoding
@@ -317,13 +347,16 @@ def rope_variants(ref, case):
 def ffn_variants(ref, case):
     x, act = case["x"], case["activation"]
     right = F.relu if act == "relu" else F.gelu
+    tanh_gelu = F.relu if act == "relu" else (lambda h: F.gelu(h, approximate="tanh"))
     return [("ffn_no_activation", lambda: {"out": ref.fc2(ref.fc1(x))}),
             ("ffn_wrong_activation", lambda: {"out": ref.fc2(F.relu(ref.fc1(x)))}),
             ("ffn_wrong_activation", lambda: {"out": ref.fc2(F.gelu(ref.fc1(x)))}),
+            ("ffn_gelu_tanh", lambda: {"out": ref.fc2(tanh_gelu(ref.fc1(x)))}),
             ("ffn_activation_after_fc2", lambda: {"out": right(ref.fc2(right(ref.fc1(x))))})]
 
 
-def layer_norm(x, weight, bias, eps, dims=(-1,), unbiased=False, eps_outside=False, affine=True):
+def layer_norm(x, weight, bias, eps, dims=(-1,), unbiased=False, eps_outside=False, affine=True, eps_value=None):
+    eps = eps if eps_value is None else eps_value
     mean = x.mean(dim=dims, keepdim=True)
     var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
     std = torch.sqrt(var) + eps if eps_outside else torch.sqrt(var + eps)
@@ -338,20 +371,25 @@ LN_BUGS = [
     ("ln_unbiased_var", dict(unbiased=True)),
     ("ln_eps_outside_sqrt", dict(eps_outside=True)),
     ("ln_no_affine", dict(affine=False)),
-]
+] + [("ln_eps_value", dict(eps_value=eps)) for eps in (1e-12, 1e-6, 1e-8, 1e-5)]  # BERT, Annotated, ...
+
+
+def _layer_norm_combinations(x, ln):
+    """LayerNorm bugs alone and up to three at once (the Annotated Transformer's has three)."""
+    note = lambda kw: ("" if "eps_value" not in kw else  # noqa: E731
+                       f"eps = {kw['eps_value']:g}，契约是 {ln.eps:g} / eps = {kw['eps_value']:g}, the contract says {ln.eps:g}")
+    return combine(LN_BUGS, lambda **kw: {"out": layer_norm(x, ln.weight, ln.bias, ln.eps, **kw)}, most=3, note=note)
 
 
 def layer_norm_variants(ref, case):
-    x = case["x"]
-    return [(mid, lambda kw=kw: {"out": layer_norm(x, ref.weight, ref.bias, ref.eps, **kw)}) for mid, kw in LN_BUGS]
+    return _layer_norm_combinations(case["x"], ref)
 
 
 def residual_variants(ref, case):
     x, s, ln = case["x"], case["sublayer_out"], ref.ln
-    wrong_ln = [(mid, lambda kw=kw: {"out": layer_norm(x + s, ln.weight, ln.bias, ln.eps, **kw)}) for mid, kw in LN_BUGS]
     return [("missing_residual", lambda: {"out": ln(s)}),
             ("pre_ln_instead_of_post", lambda: {"out": x + ln(s)}),
-            ("pre_ln_instead_of_post", lambda: {"out": ln(x) + s})] + wrong_ln
+            ("pre_ln_instead_of_post", lambda: {"out": ln(x) + s})] + _layer_norm_combinations(x + s, ln)
 
 
 def rms_variants(ref, case):
@@ -387,54 +425,67 @@ def subsequent_mask_variants(ref, case):
 
 # ---------------------------------------------------------------- layers
 
-def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True):
+def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True, norms=(1, 2)):
+    """The Post-LN encoder layer from ``ref``'s parts, with switches for the known wiring bugs."""
     mask = mask if use_mask else None
+    n1, n2 = (getattr(ref, f"norm{k}").ln for k in norms)
     attn_sub = lambda h: ref.self_attn(h, h, mask)[0]  # noqa: E731
     if pre_ln:
-        x = x + attn_sub(ref.norm1.ln(x))
-        return x + ref.ffn(ref.norm2.ln(x))
+        x = x + attn_sub(n1(x))
+        return x + ref.ffn(n2(x))
     a = attn_sub(x)
-    x = ref.norm1.ln(x + a if residual[0] else a)
+    x = n1(x + a if residual[0] else a)
     f = ref.ffn(x)
-    return ref.norm2.ln(x + f if residual[1] else f)
+    return n2(x + f if residual[1] else f)
+
+
+ENCODER_BUGS = [
+    ("missing_residual", dict(residual=(False, True))),
+    ("missing_residual", dict(residual=(True, False))),
+    ("missing_residual", dict(residual=(False, False))),
+    ("pre_ln_instead_of_post", dict(pre_ln=True)),
+    ("src_mask_missing", dict(use_mask=False)),
+    ("shared_norm", dict(norms=(1, 1))),
+    ("shared_norm", dict(norms=(2, 2))),
+]
 
 
 def encoder_variants(ref, case):
     x, mask = case["x"], case.get("src_mask")
-    run = lambda **kw: {"out": encoder_layer(ref, x, mask, **kw)}  # noqa: E731
-    return [("missing_residual", lambda: run(residual=(False, True))),
-            ("missing_residual", lambda: run(residual=(True, False))),
-            ("missing_residual", lambda: run(residual=(False, False))),
-            ("pre_ln_instead_of_post", lambda: run(pre_ln=True)),
-            ("src_mask_missing", lambda: run(use_mask=False))]
+    return combine(ENCODER_BUGS, lambda **kw: {"out": encoder_layer(ref, x, mask, **kw)})
 
 
 def decoder_layer(ref, y, memory, tgt_mask, memory_mask, residual=(True, True, True), pre_ln=False,
-                  cross_mask="memory", cross_source="memory"):
+                  cross_mask="memory", cross_source="memory", norms=(1, 2, 3)):
+    """The Post-LN decoder layer from ``ref``'s parts, with switches for the known wiring bugs."""
     cmask = {"memory": memory_mask, "target": tgt_mask, None: None}[cross_mask]
+    n1, n2, n3 = (getattr(ref, f"norm{k}").ln for k in norms)
     self_sub = lambda h: ref.self_attn(h, h, tgt_mask)[0]  # noqa: E731
     cross_sub = lambda h: ref.cross_attn(h, memory if cross_source == "memory" else h, cmask)[0]  # noqa: E731
     if pre_ln:
-        y = y + self_sub(ref.norm1.ln(y))
-        y = y + cross_sub(ref.norm2.ln(y))
-        return y + ref.ffn(ref.norm3.ln(y))
-    for sub, norm, keep in ((self_sub, ref.norm1, residual[0]), (cross_sub, ref.norm2, residual[1]),
-                            (ref.ffn, ref.norm3, residual[2])):
+        y = y + self_sub(n1(y))
+        y = y + cross_sub(n2(y))
+        return y + ref.ffn(n3(y))
+    for sub, norm, keep in ((self_sub, n1, residual[0]), (cross_sub, n2, residual[1]), (ref.ffn, n3, residual[2])):
         s = sub(y)
-        y = norm.ln(y + s if keep else s)
+        y = norm(y + s if keep else s)
     return y
+
+
+# one norm reused by another sublayer (norm k in place of norm j), or one norm for all three
+_SHARED = [tuple(k if i == j else i for i in (1, 2, 3)) for j in (1, 2, 3) for k in (1, 2, 3) if k != j] + [(1, 1, 1)]
+DECODER_BUGS = [("missing_residual", dict(residual=tuple(i != k for i in range(3)))) for k in range(3)] + [
+    ("pre_ln_instead_of_post", dict(pre_ln=True)),
+    ("cross_attn_target_mask", dict(cross_mask="target")),
+    ("memory_mask_missing", dict(cross_mask=None)),
+    ("cross_attn_wrong_source", dict(cross_source="target")),
+    ("cross_attn_wrong_source", dict(cross_source="target", cross_mask="target")),
+] + [("shared_norm", dict(norms=norms)) for norms in _SHARED]
 
 
 def decoder_variants(ref, case):
     args = (case["y"], case["memory"], case.get("tgt_mask"), case.get("memory_mask"))
-    run = lambda **kw: {"out": decoder_layer(ref, *args, **kw)}  # noqa: E731
-    variants = [("missing_residual", lambda k=k: run(residual=tuple(i != k for i in range(3)))) for k in range(3)]
-    variants += [("pre_ln_instead_of_post", lambda: run(pre_ln=True)),
-                 ("cross_attn_target_mask", lambda: run(cross_mask="target")),
-                 ("memory_mask_missing", lambda: run(cross_mask=None)),
-                 ("cross_attn_wrong_source", lambda: run(cross_source="target")),
-                 ("cross_attn_wrong_source", lambda: run(cross_source="target", cross_mask="target"))]
-    return variants
+    return combine(DECODER_BUGS, lambda **kw: {"out": decoder_layer(ref, *args, **kw)})
 
 
 # ---------------------------------------------------------------- Transformer
@@ -453,7 +504,7 @@ def transformer_forward(ref, src, tgt_in, scale_embed=True, causal="right", src_
         x, _ = layer(x, enc_mask if src_pad else None)
     ones = torch.ones(T_t, T_t, dtype=torch.bool)
     causal_mask = {"right": torch.tril(ones), "none": ones, "diag_hidden": torch.tril(ones, -1),
-                   "next_visible": torch.tril(ones, 1)}[causal]
+                   "next_visible": torch.tril(ones, 1), "inverted": torch.triu(ones, 1)}[causal]
     tgt_mask = keep_t[:, None, None, :] & causal_mask  # (B, 1, T_t, T_t)
     if pad_queries:
         tgt_mask = tgt_mask & keep_t[:, None, :, None]
@@ -464,16 +515,21 @@ def transformer_forward(ref, src, tgt_in, scale_embed=True, causal="right", src_
     return ref.out_proj(y)
 
 
+TRANSFORMER_BUGS = [
+    ("embed_not_scaled", dict(scale_embed=False)),
+    ("causal_missing", dict(causal="none")),
+    ("causal_diagonal_hidden", dict(causal="diag_hidden")),
+    ("causal_next_visible", dict(causal="next_visible")),
+    ("causal_inverted", dict(causal="inverted")),
+    ("src_mask_missing", dict(src_pad=False)),
+    ("memory_mask_missing", dict(memory_mask=False)),
+    ("cross_attn_target_mask", dict(cross_target_mask=True)),
+    ("pad_mask_queries", dict(pad_queries=True)),
+]
+
+
 def transformer_variants(ref, case):
-    run = lambda **kw: {"logits": transformer_forward(ref, case["src"], case["tgt_in"], **kw)}  # noqa: E731
-    return [("embed_not_scaled", lambda: run(scale_embed=False)),
-            ("causal_missing", lambda: run(causal="none")),
-            ("causal_diagonal_hidden", lambda: run(causal="diag_hidden")),
-            ("causal_next_visible", lambda: run(causal="next_visible")),
-            ("src_mask_missing", lambda: run(src_pad=False)),
-            ("memory_mask_missing", lambda: run(memory_mask=False)),
-            ("cross_attn_target_mask", lambda: run(cross_target_mask=True)),
-            ("pad_mask_queries", lambda: run(pad_queries=True))]
+    return combine(TRANSFORMER_BUGS, lambda **kw: {"logits": transformer_forward(ref, case["src"], case["tgt_in"], **kw)})
 
 
 def greedy(ref, src, bos_id, eos_id, max_new_tokens, stop=True, pad_finished=True, keep_bos=True):
@@ -551,6 +607,16 @@ VARIANTS = {
     "RMSNorm": rms_variants,
     "apply_rope": rope_variants,
     "PreLNResidual": pre_ln_variants,
+}
+
+# The contract forward of each composite, written from the parts of the module it is given: run
+# with the learner's parts, it tells whether a composite's wiring is right when its parts are not.
+WIRING = {
+    "ResidualLayerNorm": lambda m, case: {"out": m.ln(case["x"] + case["sublayer_out"])},
+    "EncoderLayer": lambda m, case: {"out": encoder_layer(m, case["x"], case.get("src_mask"))},
+    "DecoderLayer": lambda m, case: {"out": decoder_layer(m, case["y"], case["memory"], case.get("tgt_mask"),
+                                                          case.get("memory_mask"))},
+    "Transformer": lambda m, case: {"logits": transformer_forward(m, case["src"], case["tgt_in"])},
 }
 
 # Error-message fragments -> diagnosis, for learners whose code raises.

@@ -109,7 +109,7 @@ class SDPAModuleNoScale(torch.nn.Module):
 
 CASES = [
     ("softmax", softmax_no_max, "softmax_unstable"),
-    ("softmax", softmax_always_last_axis, "softmax_wrong_axis"),
+    ("softmax", softmax_always_last_axis, "softmax_ignores_axis"),
     ("attention_numpy", attention_numpy_no_scale, "no_scale"),
     ("scaled_dot_product_attention", sdpa_no_scale, "no_scale"),
     ("scaled_dot_product_attention", sdpa_scale_by_dk, "scale_by_dk"),
