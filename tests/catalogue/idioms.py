@@ -1382,3 +1382,169 @@ def exact_match(pred, tgt_out, eos_id=EOS_ID, pad_id=PAD_ID):
     hits = [np.array_equal(p[i, : e + 1], t[i, : e + 1]) for i, e in enumerate(ends)]
     return float(np.mean(hits))
 ''')
+
+idiom("mha_nonpersistent_scale_buffer", "02_multihead", "MultiHeadAttention",
+      "a non-persistent buffer for the scale (moved by .double()/.to(), not in state_dict), reshape(B, -1, H, d_k), "
+      "own attention with masked_fill(-inf) then nan_to_num for rows that see nothing", r'''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model}, num_heads={num_heads}: not divisible")
+        self.num_heads, self.d_k, self.d_model = num_heads, d_model // num_heads, d_model
+        self.attn_dropout = nn.Dropout(dropout)
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+        self.register_buffer("scale", torch.tensor(self.d_k ** -0.5), persistent=False)
+
+    def forward(self, x_q, x_kv, mask=None):
+        B = x_q.size(0)
+        q = self.W_q(x_q).reshape(B, -1, self.num_heads, self.d_k).transpose(1, 2)    # (B, H, T_q, d_k)
+        k = self.W_k(x_kv).reshape(B, -1, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_k, d_k)
+        v = self.W_v(x_kv).reshape(B, -1, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_k, d_k)
+        scores = (q @ k.transpose(-2, -1)) * self.scale                               # (B, H, T_q, T_k)
+        if mask is not None:
+            scores = scores.masked_fill(mask == 0, float("-inf"))
+        attn = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)               # a row that sees nothing -> 0
+        attn = self.attn_dropout(attn)
+        out = (attn @ v).transpose(1, 2).reshape(B, -1, self.d_model)                 # (B, T_q, d_model)
+        return self.W_o(out), attn
+''')
+
+idiom("decoder_layer_functional_dropout", "05_layers", "DecoderLayer",
+      "dropout as a float and F.dropout(..., training=self.training) instead of an nn.Dropout attribute, "
+      "positional call of the sublayers", r'''
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm1 = ResidualLayerNorm(d_model)
+        self.norm2 = ResidualLayerNorm(d_model)
+        self.norm3 = ResidualLayerNorm(d_model)
+        self.p = dropout
+
+    def drop(self, t):
+        return F.dropout(t, p=self.p, training=self.training)
+
+    def forward(self, y, memory, tgt_mask=None, memory_mask=None):
+        a, self_w = self.self_attn(y, y, tgt_mask)
+        y = self.norm1(y, self.drop(a))
+        c, cross_w = self.cross_attn(y, memory, memory_mask)
+        y = self.norm2(y, self.drop(c))
+        return self.norm3(y, self.drop(self.ffn(y))), (self_w, cross_w)
+''')
+
+idiom("transformer_padding_idx_hparams_eval_restore", "06_transformer", "Transformer",
+      "hyper-parameters saved from locals() (a dict comprehension skipping self and __class__), "
+      "nn.Embedding(padding_idx=pad_id), greedy_decode that switches to eval() and restores the mode in "
+      "try/finally, torch.no_grad() as a context manager, finished rows via masked_fill", r'''
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
+                 dropout=0.1, max_len=512, pad_id=0):
+        super().__init__()
+        self.hparams = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        self.d_model, self.pad_id = d_model, pad_id
+        self.src_embed = nn.Embedding(src_vocab, d_model, padding_idx=pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model, padding_idx=pad_id)
+        self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
+        self.encoder_layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.decoder_layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.out_proj = nn.Linear(d_model, tgt_vocab)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def extra_repr(self):
+        return ", ".join(f"{k}={v}" for k, v in self.hparams.items())
+
+    def encode(self, src):
+        src_mask = make_pad_mask(src, self.pad_id)
+        x = self.pos_enc(self.src_embed(src) * math.sqrt(self.d_model))
+        for layer in self.encoder_layers:
+            x, _ = layer(x, src_mask)
+        return x
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        tgt_mask = make_pad_mask(tgt_in, self.pad_id) & make_subsequent_mask(tgt_in.size(1), device=tgt_in.device)
+        y = self.pos_enc(self.tgt_embed(tgt_in) * math.sqrt(self.d_model))
+        for layer in self.decoder_layers:
+            y, _ = layer(y, memory, tgt_mask=tgt_mask, memory_mask=src_mask)
+        return y
+
+    def forward(self, src, tgt_in):
+        return self.out_proj(self.decode(tgt_in, self.encode(src), src_mask=make_pad_mask(src, self.pad_id)))
+
+    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                memory, src_mask = self.encode(src), make_pad_mask(src, self.pad_id)
+                ys = torch.full((len(src), 1), bos_id, dtype=torch.long, device=src.device)    # (B, 1)
+                finished = torch.zeros(len(src), dtype=torch.bool, device=src.device)         # (B,)
+                for _ in range(max_new_tokens):
+                    next_token = self.out_proj(self.decode(ys, memory, src_mask)[:, -1]).argmax(-1)   # (B,)
+                    next_token = next_token.masked_fill(finished, self.pad_id)
+                    ys = torch.cat([ys, next_token.unsqueeze(-1)], dim=-1)
+                    finished = finished | next_token.eq(eos_id)
+                    if finished.all():
+                        break
+                return ys
+        finally:
+            self.train(was_training)
+''')
+
+idiom("transformer_greedy_calls_forward", "06_transformer", "Transformer",
+      "the simplest greedy decoding: re-run the whole model self(src, ys) every step and take the last "
+      "position's arg-max; `for step in range(...)` with an early break; nn.ModuleList of a list comprehension", r'''
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
+                 dropout=0.1, max_len=512, pad_id=0):
+        super().__init__()
+        self.d_model = d_model
+        self.pad_id = pad_id
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
+        self.encoder_layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.decoder_layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.out_proj = nn.Linear(d_model, tgt_vocab)
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def encode(self, src):
+        mask = make_pad_mask(src, self.pad_id)
+        x = self.pos_enc(self.src_embed(src) * math.sqrt(self.d_model))
+        for layer in self.encoder_layers:
+            x, _ = layer(x, mask)
+        return x
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        mask = make_pad_mask(tgt_in, self.pad_id) & make_subsequent_mask(tgt_in.size(1), tgt_in.device)
+        y = self.pos_enc(self.tgt_embed(tgt_in) * math.sqrt(self.d_model))
+        for layer in self.decoder_layers:
+            y, _ = layer(y, memory, mask, src_mask)
+        return y
+
+    def forward(self, src, tgt_in):
+        memory = self.encode(src)
+        return self.out_proj(self.decode(tgt_in, memory, make_pad_mask(src, self.pad_id)))
+
+    @torch.no_grad()
+    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        for step in range(max_new_tokens):
+            next_token = self(src, ys)[:, -1].argmax(dim=-1)          # (B,): the whole model again, last position
+            next_token[done] = self.pad_id
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            done |= next_token == eos_id
+            if done.all():
+                break
+        return ys
+''')
