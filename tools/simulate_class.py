@@ -87,6 +87,24 @@ def scaled_dot_product_attention(Q, K, V, mask=None, dropout_p=0.0, training=Fal
     attn = torch.nan_to_num(scores.softmax(dim=-1))  # (..., T_q, T_k)
     return torch.nan_to_num(out), attn
 ''',
+    "MultiHeadAttention": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError("d_model % num_heads != 0")
+        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x_q, x_kv, mask=None):
+        B, T_q, _ = x_q.shape
+        q = self.W_q(x_q).view(B, T_q, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T_q, d_k)
+        k = self.W_k(x_kv).view(B, -1, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T_k, d_k)
+        v = self.W_v(x_kv).view(B, -1, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, T_k, d_k)
+        _, attn = scaled_dot_product_attention(q, k, v, mask)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask.bool())
+        return self.W_o(out.transpose(1, 2).reshape(B, T_q, self.d_model)), attn  # (B, T_q, d_model)
+''',
     "LayerNorm": '''
 class LayerNorm(nn.Module):
     def __init__(self, d_model, eps=1e-5):
