@@ -430,18 +430,33 @@ def _explain(name, cases, outcomes, expected, ref_for, first):
     """Findings for a failed check. A composite that one known bug (with the reference's parts)
     reproduces has right parts; otherwise its parts are tested alone (same weights), and when some
     differ, its wiring is judged with the learner's own parts."""
-    if name in PARTS and cases[first].built is not None:
-        shared = len(_owners(name, cases[first].built, ref_for(cases[first]))) < len(PARTS[name](ref_for(cases[first])))
-        if not shared and (found := _diagnose(name, cases, outcomes, expected, ref_for, first, alone=True)):
+    module = cases[first].built
+    tied = _tied(module) if module is not None else []
+    if name in PARTS and module is not None:
+        shared = len(_owners(name, module, ref_for(cases[first]))) < len(PARTS[name](ref_for(cases[first])))
+        if not (tied or shared) and (found := _diagnose(name, cases, outcomes, expected, ref_for, first, alone=True)):
             return found
         pairs = {}  # one (learner module, reference module) per reference: each size the check built
         for case in [cases[first]] + cases:
             if case.built is not None:
                 pairs.setdefault(id(ref_for(case)), (case.built, ref_for(case)))
-        found = _parts_alone(name, list(pairs.values()))
+        found = tied + _parts_alone(name, list(pairs.values()))
         if found:
             return found + _wiring(name, None, cases, outcomes, expected, [c.built for c in cases])
-    return _diagnose(name, cases, outcomes, expected, ref_for, first)
+    return tied or _diagnose(name, cases, outcomes, expected, ref_for, first)
+
+
+def _tied(module):
+    """Parameters that are one tensor under two contract names (``out_proj.weight = tgt_embed.weight``);
+    a module held twice (``[layer] * N``, ``norm2 = norm1``) is a shared part instead."""
+    names, found = {}, []
+    for n, p in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(n)
+    for group in names.values():
+        owners = {id(module.get_submodule(n.rpartition(".")[0])) for n in group}
+        if len(owners) > 1:
+            found.append(Finding(("weights_tied",), ", ".join(group), "Parameter"))
+    return found
 
 
 def _wiring(name, where, cases, outcomes, expected, modules):

@@ -46,6 +46,8 @@ MISTAKES = {
                          "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for zeros there"),
     "fully_masked_uniform": ("整行都被屏蔽时得到均匀权重（用了有限的大负数却没把被屏蔽的权重清零）；契约要求全 0",
                              "a fully blocked row gets uniform weights (a finite large negative fill without zeroing the blocked weights); the contract asks for zeros"),
+    "mask_shape": ("掩码不能广播到注意力分数 (B, H, T_q, T_k)：make_pad_mask 已是 (B, 1, 1, T)，make_subsequent_mask 已是 (1, 1, T, T)，直接传入，不要再 unsqueeze",
+                   "the mask does not broadcast to the scores (B, H, T_q, T_k): make_pad_mask already gives (B, 1, 1, T) and make_subsequent_mask (1, 1, T, T); pass them as they are, without another unsqueeze"),
     "mask_not_bool": ("掩码可能是 0/1 整数：先 mask.to(torch.bool) 再用 ~mask 或 masked_fill",
                       "the mask may be 0/1 integers: convert with mask.to(torch.bool) before ~mask or masked_fill"),
     # multi-head attention
@@ -57,6 +59,8 @@ MISTAKES = {
                                 "a transposed tensor is not contiguous and cannot be viewed: call .contiguous() first or use reshape"),
     "missing_w_o": ("缺少输出投影 W_o：合并各头之后还要再乘 W_o",
                     "the output projection W_o is missing: apply W_o after merging the heads"),
+    "attn_averaged_over_heads": ("返回的注意力权重在头上取了平均（nn.MultiheadAttention 的默认做法）：契约要每个头各自的权重 (B, H, T_q, T_k)",
+                                 "the attention weights are averaged over the heads (nn.MultiheadAttention's default): the contract returns each head's weights, (B, H, T_q, T_k)"),
     "kv_swapped": ("K 和 V 用反了：键（用来打分）来自 W_k，值（被加权求和）来自 W_v",
                    "K and V are swapped: keys (scored against queries) come from W_k, values (averaged) from W_v"),
     # positional encoding
@@ -68,6 +72,8 @@ MISTAKES = {
                           "sin in the first half of the columns and cos in the second: the contract interleaves them (even columns sin, odd cos)"),
     "pe_not_sliced": ("位置编码没有按序列长度切片：应加 pe[:, :T]，而不是整个 max_len 长的表",
                       "the positional table is not sliced to the sequence length: add pe[:, :T], not the whole max_len table"),
+    "pe_sliced_by_batch": ("位置编码按 x.size(0)（batch 大小）切片了：输入是 batch-first 的 (B, T, d_model)，应取 pe[:, :x.size(1)]（PyTorch 教程的写法是 sequence-first）",
+                           "the positional table is sliced by x.size(0), the batch size: inputs are batch-first (B, T, d_model), take pe[:, :x.size(1)] (PyTorch's tutorial is sequence-first)"),
     "rope_half_split": ("RoPE 配对方式不对：本课程把相邻的 (2i, 2i+1) 配成一对，而不是 (i, i + d/2)",
                         "RoPE pairs the wrong features: this course rotates adjacent pairs (2i, 2i+1), not (i, i + d/2)"),
     "rope_rotation_inverted": ("RoPE 旋转方向反了：out[2i] = x[2i]·cos − x[2i+1]·sin",
@@ -97,8 +103,14 @@ MISTAKES = {
                          "a residual connection is missing: add the sublayer's input to its output (x + sublayer(x)) before normalising"),
     "shared_norm": ("一个 LayerNorm 被两个子层共用：每个子层要有自己的 norm1、norm2……，各自学习自己的参数",
                     "one LayerNorm shared by two sublayers: each sublayer has its own norm1, norm2, ... with its own parameters"),
+    "weights_tied": ("两个契约参数是同一个张量（权重共享，例如嵌入层和输出层共用一个矩阵）：契约里它们各自独立，去掉 a.weight = b.weight",
+                     "two contract parameters are one tensor (weight tying, e.g. the embedding and the output projection): the contract keeps them separate, remove a.weight = b.weight"),
     "layers_shared": ("所有层是同一个对象（例如 [layer] * N）：它们共用一组参数；每层都要新建一次，如 [Layer(...) for _ in range(N)]",
                       "every layer is the same object (e.g. [layer] * N), so they share one set of weights: build each layer anew, [Layer(...) for _ in range(N)]"),
+    "norms_swapped": ("LayerNorm 用错了位置：第 k 个子层之后用 norm{k}（norm1 在自注意力之后……）",
+                      "the LayerNorms are used in the wrong places: sublayer k is followed by norm{k} (norm1 after self-attention, ...)"),
+    "residual_wrong_source": ("残差加错了对象：每个子层加的是它自己的输入（上一个子层的输出），不是整层的输入",
+                              "the residual adds the wrong tensor: each sublayer adds its own input (the previous sublayer's output), not the layer's input"),
     "pre_ln_instead_of_post": ("写成了 Pre-LN：这里要求 Post-LN，即 LayerNorm(x + sublayer(x))",
                                "Pre-LN where Post-LN was asked: this contract is LayerNorm(x + sublayer(x))"),
     "post_ln_instead_of_pre": ("写成了 Post-LN：Pre-LN 是 x + sublayer(LayerNorm(x))，残差路径不经过归一化",
@@ -114,6 +126,8 @@ MISTAKES = {
                             "causal mask off by one: the next token is visible, the model can peek at the answer (tril with diagonal=0)"),
     "causal_inverted": ("因果掩码反了：True = 可以关注，应是下三角（含对角线）为 True",
                         "causal mask inverted: True = may attend, the lower triangle (with the diagonal) is True"),
+    "tgt_pad_missing": ("解码器自注意力的掩码只有因果部分，没有目标序列的填充掩码：应是 make_pad_mask(tgt_in) & make_subsequent_mask(T_t)",
+                        "the decoder self-attention mask is causal only, without the target padding mask: use make_pad_mask(tgt_in) & make_subsequent_mask(T_t)"),
     "causal_missing": ("解码器自注意力没有因果掩码：训练时每个位置都能看到后面的答案",
                        "the decoder self-attention has no causal mask: during training each position sees the answers after it"),
     "src_mask_missing": ("编码器没有用源序列的填充掩码：PAD 词元被当作真实内容关注",
@@ -126,6 +140,10 @@ MISTAKES = {
                                 "cross-attention takes keys and values from memory (the encoder output) and queries from the decoder"),
     "embed_not_scaled": ("词嵌入没有乘 √d_model：位置编码会淹没词的信息",
                          "embeddings are not multiplied by √d_model: the positional encoding drowns the token information"),
+    "embed_scaled_by_d_model": ("词嵌入乘了 d_model：应乘 √d_model",
+                                "embeddings are multiplied by d_model: multiply by √d_model"),
+    "positions_missing": ("有一侧没有加位置编码：源序列和目标序列的嵌入都要经过 pos_enc",
+                          "one side gets no positional encoding: both the source and the target embeddings go through pos_enc"),
     # decoding and the copy task
     "greedy_no_eos_stop": ("贪心解码没有在所有行都输出 EOS 后停止（或 EOS 之后没有补 PAD）",
                            "greedy decoding does not stop once every row has emitted EOS (or does not pad after EOS)"),
@@ -239,7 +257,7 @@ def softmax_variants(ref, case):
 # ---------------------------------------------------------------- multi-head attention
 
 def mha(ref, x_q, x_kv, mask=None, split_transpose=True, merge_transpose=True, use_w_o=True,
-        swap_kv=False, **attn_kwargs):
+        swap_kv=False, average_attn=False, **attn_kwargs):
     """Multi-head attention with the reference's weights and switches for each known bug."""
     B, T_q, d_model = x_q.shape
     T_k = x_kv.size(1)
@@ -258,10 +276,11 @@ def mha(ref, x_q, x_kv, mask=None, split_transpose=True, merge_transpose=True, u
         out = out.transpose(1, 2).reshape(B, T_q, d_model)  # (B, T_q, H, d_k) -> (B, T_q, d_model)
     else:
         out = out.reshape(B, T_q, d_model)  # the bug: (B, H, T_q, d_k) read as (B, T_q, d_model)
-    return (ref.W_o(out) if use_w_o else out), attn
+    return (ref.W_o(out) if use_w_o else out), (attn.mean(dim=1) if average_attn else attn)
 
 
 MHA_BUGS = [
+    ("attn_averaged_over_heads", dict(average_attn=True)),
     ("split_heads_no_transpose", dict(split_transpose=False)),
     ("merge_heads_no_transpose", dict(merge_transpose=False)),
     ("missing_w_o", dict(use_w_o=False)),
@@ -316,11 +335,12 @@ def pe_module_variants(ref, case):
         pe = pe_table(max_len, x.size(-1), **kw).unsqueeze(0)  # (1, max_len, d_model)
         return {"pe": pe, "out": x + pe[:, : x.size(1)]}
 
-    def not_sliced():
+    def sliced(length):
         pe = pe_table(max_len, x.size(-1)).unsqueeze(0)  # (1, max_len, d_model)
-        return {"pe": pe, "out": x + pe}  # raises unless T == max_len
+        return {"pe": pe, "out": x + pe[:, :length]}  # raises unless the length broadcasts
 
-    return [(mid, lambda kw=kw: run(kw)) for mid, kw in PE_BUGS] + [("pe_not_sliced", not_sliced)]
+    return [(mid, lambda kw=kw: run(kw)) for mid, kw in PE_BUGS] + [("pe_not_sliced", lambda: sliced(max_len)),
+                                                                    ("pe_sliced_by_batch", lambda: sliced(x.size(0)))]
 
 
 def rope(x, half_split=False, inverted=False, base=10000.0):
@@ -344,15 +364,25 @@ def rope_variants(ref, case):
 
 # ---------------------------------------------------------------- FFN and normalisation
 
+FFN_BUGS = [
+    ("ffn_no_activation", dict(act=None)),
+    ("ffn_wrong_activation", dict(act="relu")),  # whatever the activation argument says
+    ("ffn_wrong_activation", dict(act="gelu")),
+    ("ffn_gelu_tanh", dict(tanh=True)),
+    ("ffn_activation_after_fc2", dict(after_fc2=True)),
+]
+
+
 def ffn_variants(ref, case):
-    x, act = case["x"], case["activation"]
-    right = F.relu if act == "relu" else F.gelu
-    tanh_gelu = F.relu if act == "relu" else (lambda h: F.gelu(h, approximate="tanh"))
-    return [("ffn_no_activation", lambda: {"out": ref.fc2(ref.fc1(x))}),
-            ("ffn_wrong_activation", lambda: {"out": ref.fc2(F.relu(ref.fc1(x)))}),
-            ("ffn_wrong_activation", lambda: {"out": ref.fc2(F.gelu(ref.fc1(x)))}),
-            ("ffn_gelu_tanh", lambda: {"out": ref.fc2(tanh_gelu(ref.fc1(x)))}),
-            ("ffn_activation_after_fc2", lambda: {"out": right(ref.fc2(right(ref.fc1(x))))})]
+    x = case["x"]
+
+    def run(act=case["activation"], tanh=False, after_fc2=False):
+        fn = {"relu": F.relu, "gelu": lambda h: F.gelu(h, approximate="tanh" if tanh else "none"),
+              None: lambda h: h}[act]
+        out = ref.fc2(fn(ref.fc1(x)))
+        return {"out": fn(out) if after_fc2 else out}
+
+    return combine(FFN_BUGS, run)
 
 
 def layer_norm(x, weight, bias, eps, dims=(-1,), unbiased=False, eps_outside=False, affine=True, eps_value=None):
@@ -425,9 +455,9 @@ def subsequent_mask_variants(ref, case):
 
 # ---------------------------------------------------------------- layers
 
-def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True, norms=(1, 2)):
+def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True, norms=(1, 2), skip_from_input=False):
     """The Post-LN encoder layer from ``ref``'s parts, with switches for the known wiring bugs."""
-    mask = mask if use_mask else None
+    x0, mask = x, (mask if use_mask else None)
     n1, n2 = (getattr(ref, f"norm{k}").ln for k in norms)
     attn_sub = lambda h: ref.self_attn(h, h, mask)[0]  # noqa: E731
     if pre_ln:
@@ -436,7 +466,7 @@ def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=Tr
     a = attn_sub(x)
     x = n1(x + a if residual[0] else a)
     f = ref.ffn(x)
-    return n2(x + f if residual[1] else f)
+    return n2((x0 if skip_from_input else x) + f if residual[1] else f)
 
 
 ENCODER_BUGS = [
@@ -447,6 +477,8 @@ ENCODER_BUGS = [
     ("src_mask_missing", dict(use_mask=False)),
     ("shared_norm", dict(norms=(1, 1))),
     ("shared_norm", dict(norms=(2, 2))),
+    ("norms_swapped", dict(norms=(2, 1))),
+    ("residual_wrong_source", dict(skip_from_input=True)),
 ]
 
 
@@ -456,31 +488,36 @@ def encoder_variants(ref, case):
 
 
 def decoder_layer(ref, y, memory, tgt_mask, memory_mask, residual=(True, True, True), pre_ln=False,
-                  cross_mask="memory", cross_source="memory", norms=(1, 2, 3)):
+                  cross_mask="memory", cross_source="memory", norms=(1, 2, 3), skip_from_input=False):
     """The Post-LN decoder layer from ``ref``'s parts, with switches for the known wiring bugs."""
     cmask = {"memory": memory_mask, "target": tgt_mask, None: None}[cross_mask]
     n1, n2, n3 = (getattr(ref, f"norm{k}").ln for k in norms)
     self_sub = lambda h: ref.self_attn(h, h, tgt_mask)[0]  # noqa: E731
-    cross_sub = lambda h: ref.cross_attn(h, memory if cross_source == "memory" else h, cmask)[0]  # noqa: E731
+    cross_sub = {"memory": lambda h: ref.cross_attn(h, memory, cmask)[0], "target": lambda h: ref.cross_attn(h, h, cmask)[0],
+                 "swapped": lambda h: ref.cross_attn(memory, h, cmask)[0]}[cross_source]  # swapped: queries from memory
     if pre_ln:
         y = y + self_sub(n1(y))
         y = y + cross_sub(n2(y))
         return y + ref.ffn(n3(y))
+    y0 = y
     for sub, norm, keep in ((self_sub, n1, residual[0]), (cross_sub, n2, residual[1]), (ref.ffn, n3, residual[2])):
         s = sub(y)
-        y = norm(y + s if keep else s)
+        y = norm((y0 if skip_from_input else y) + s if keep else s)
     return y
 
 
-# one norm reused by another sublayer (norm k in place of norm j), or one norm for all three
+# one norm reused by another sublayer (norm k in place of norm j), or one norm for all three; norms permuted
 _SHARED = [tuple(k if i == j else i for i in (1, 2, 3)) for j in (1, 2, 3) for k in (1, 2, 3) if k != j] + [(1, 1, 1)]
+_SWAPPED = [(2, 1, 3), (1, 3, 2), (3, 2, 1), (2, 3, 1), (3, 1, 2)]
 DECODER_BUGS = [("missing_residual", dict(residual=tuple(i != k for i in range(3)))) for k in range(3)] + [
     ("pre_ln_instead_of_post", dict(pre_ln=True)),
     ("cross_attn_target_mask", dict(cross_mask="target")),
     ("memory_mask_missing", dict(cross_mask=None)),
     ("cross_attn_wrong_source", dict(cross_source="target")),
     ("cross_attn_wrong_source", dict(cross_source="target", cross_mask="target")),
-] + [("shared_norm", dict(norms=norms)) for norms in _SHARED]
+    ("cross_attn_wrong_source", dict(cross_source="swapped")),
+    ("residual_wrong_source", dict(skip_from_input=True)),
+] + [("shared_norm", dict(norms=norms)) for norms in _SHARED] + [("norms_swapped", dict(norms=norms)) for norms in _SWAPPED]
 
 
 def decoder_variants(ref, case):
@@ -491,24 +528,25 @@ def decoder_variants(ref, case):
 # ---------------------------------------------------------------- Transformer
 
 def transformer_forward(ref, src, tgt_in, scale_embed=True, causal="right", src_pad=True, memory_mask=True,
-                        cross_target_mask=False, pad_queries=False):
+                        cross_target_mask=False, pad_queries=False, tgt_pad=True, positions=(True, True)):
     """The reference Transformer's forward with switches for the known bugs."""
     pad = ref.pad_id
     keep_s, keep_t = src != pad, tgt_in != pad  # (B, T_s), (B, T_t)
     T_t = tgt_in.size(1)
     src_mask = keep_s[:, None, None, :]  # (B, 1, 1, T_s)
     enc_mask = (keep_s[:, None, :, None] & src_mask) if pad_queries else src_mask
-    scale = math.sqrt(ref.d_model) if scale_embed else 1.0
-    x = ref.pos_enc(ref.src_embed(src) * scale)
+    scale = {True: math.sqrt(ref.d_model), False: 1.0, "d_model": ref.d_model}[scale_embed]
+    src_pos, tgt_pos = (ref.pos_enc if on else (lambda h: h) for on in positions)
+    x = src_pos(ref.src_embed(src) * scale)
     for layer in ref.encoder_layers:
         x, _ = layer(x, enc_mask if src_pad else None)
     ones = torch.ones(T_t, T_t, dtype=torch.bool)
     causal_mask = {"right": torch.tril(ones), "none": ones, "diag_hidden": torch.tril(ones, -1),
                    "next_visible": torch.tril(ones, 1), "inverted": torch.triu(ones, 1)}[causal]
-    tgt_mask = keep_t[:, None, None, :] & causal_mask  # (B, 1, T_t, T_t)
+    tgt_mask = (keep_t[:, None, None, :] if tgt_pad else True) & causal_mask  # (B, 1, T_t, T_t)
     if pad_queries:
         tgt_mask = tgt_mask & keep_t[:, None, :, None]
-    y = ref.pos_enc(ref.tgt_embed(tgt_in) * scale)
+    y = tgt_pos(ref.tgt_embed(tgt_in) * scale)
     cross = tgt_mask if cross_target_mask else (src_mask if memory_mask else None)
     for layer in ref.decoder_layers:
         y, _ = layer(y, x, tgt_mask, cross)
@@ -517,10 +555,15 @@ def transformer_forward(ref, src, tgt_in, scale_embed=True, causal="right", src_
 
 TRANSFORMER_BUGS = [
     ("embed_not_scaled", dict(scale_embed=False)),
+    ("embed_scaled_by_d_model", dict(scale_embed="d_model")),
+    ("positions_missing", dict(positions=(True, False))),
+    ("positions_missing", dict(positions=(False, True))),
+    ("positions_missing", dict(positions=(False, False))),
     ("causal_missing", dict(causal="none")),
     ("causal_diagonal_hidden", dict(causal="diag_hidden")),
     ("causal_next_visible", dict(causal="next_visible")),
     ("causal_inverted", dict(causal="inverted")),
+    ("tgt_pad_missing", dict(tgt_pad=False)),
     ("src_mask_missing", dict(src_pad=False)),
     ("memory_mask_missing", dict(memory_mask=False)),
     ("cross_attn_target_mask", dict(cross_target_mask=True)),
@@ -624,4 +667,5 @@ EXCEPTIONS = [
     ("view size is not compatible with input tensor's size and stride", "view_without_contiguous"),
     ("only supports boolean masks", "mask_not_bool"),
     ("bitwise_not", "mask_not_bool"),
+    ("is not broadcastable to the scores", "mask_shape"),  # the course's scaled_dot_product_attention
 ]

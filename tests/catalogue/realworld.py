@@ -79,6 +79,44 @@ class MHABlogStyle(nn.Module):
         return self.W_o(out), attn
 
 
+class MHAEinsum(nn.Module):
+    """einsum heads (as in several blog posts), blocked scores filled with -inf."""
+
+    def __init__(self, d_model, num_heads, dropout=0.0):
+        super().__init__()
+        self.h = num_heads
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x_q, x_kv, mask=None):
+        B, T_q, D = x_q.shape
+        T_k, d_k = x_kv.shape[1], D // self.h
+        q = self.W_q(x_q).reshape(B, T_q, self.h, d_k)  # (B, T_q, H, d_k)
+        k = self.W_k(x_kv).reshape(B, T_k, self.h, d_k)  # (B, T_k, H, d_k)
+        v = self.W_v(x_kv).reshape(B, T_k, self.h, d_k)  # (B, T_k, H, d_k)
+        scores = torch.einsum("bihd,bjhd->bhij", q, k) / d_k ** 0.5  # (B, H, T_q, T_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        attn = torch.softmax(scores, dim=-1)
+        out = torch.einsum("bhij,bjhd->bihd", attn, v).reshape(B, T_q, D)  # (B, T_q, d_model)
+        return self.W_o(out), attn
+
+
+class MHAAnnotatedMaskUnsqueeze(MultiHeadAttention):
+    """The Annotated Transformer's ``mask.unsqueeze(1)`` ("same mask applied to all h heads"), on a
+    mask that already has its head axis."""
+
+    def forward(self, x_q, x_kv, mask=None):
+        return super().forward(x_q, x_kv, None if mask is None else mask.unsqueeze(1))
+
+
+class MHAAveragedWeights(MultiHeadAttention):
+    """``nn.MultiheadAttention``'s default ``average_attn_weights=True``."""
+
+    def forward(self, x_q, x_kv, mask=None):
+        out, attn = super().forward(x_q, x_kv, mask)
+        return out, attn.mean(dim=1)
+
+
 # ---------------------------------------------------------------- FFN and LayerNorm
 
 class FFNGPT2Gelu(nn.Module):
@@ -96,6 +134,35 @@ class FFNGPT2Gelu(nn.Module):
         else:
             h = h.clamp(min=0)
         return self.fc2(self.dropout(h))
+
+
+class FFNAlwaysTanhGelu(nn.Module):
+    """A GPT-2 block's MLP pasted in: tanh GELU whatever ``activation`` says."""
+
+    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+class PositionalEncodingPyTorchTutorial(nn.Module):
+    """PyTorch's tutorial PositionalEncoding (sequence-first) with its buffer made batch-first, but
+    still sliced by ``x.size(0)``."""
+
+    def __init__(self, d_model, max_len=5000, dropout=0.0):
+        super().__init__()
+        position = torch.arange(max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, 1, d_model)
+        pe[:, 0, 0::2] = torch.sin(position * div_term)
+        pe[:, 0, 1::2] = torch.cos(position * div_term)[:, : d_model // 2]
+        self.register_buffer("pe", pe.transpose(0, 1))  # (1, max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[:, : x.size(0)])
 
 
 class AnnotatedLayerNorm(nn.Module):
@@ -135,6 +202,33 @@ class UnbiasedLayerNorm(LayerNorm):
     def forward(self, x):
         mean = x.mean(-1, keepdim=True)
         return (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) * self.weight + self.bias
+
+
+class TorchVarLayerNorm(nn.Module):
+    """``torch.var`` (unbiased by default) and eps=1e-6 as a default that the layers never override."""
+
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        return self.weight * (x - mean) / torch.sqrt(torch.var(x, -1, keepdim=True) + self.eps) + self.bias
+
+
+class LayerNormNoAffineVar(nn.Module):
+    """A standardisation (``x.var`` unbiased) whose weight and bias are declared but never used."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.eps)
 
 
 class AnnotatedResidual(nn.Module):
@@ -245,6 +339,60 @@ EncoderLayerBertEps = _named(_encoder(_residual(LayerNorm, eps=1e-12)), "Encoder
 EncoderLayerUnbiasedNorm = _named(_encoder(_residual(UnbiasedLayerNorm)), "EncoderLayerUnbiasedNorm")
 DecoderLayerBertEps = _named(_decoder(_residual(LayerNorm, eps=1e-12)), "DecoderLayerBertEps")
 DecoderLayerUnbiasedNorm = _named(_decoder(_residual(UnbiasedLayerNorm)), "DecoderLayerUnbiasedNorm")
+EncoderLayerTorchVar = _named(_encoder(_residual(TorchVarLayerNorm)), "EncoderLayerTorchVar")
+
+
+class EncoderLayerMaskForgotten(EncoderLayer):
+    """An einsum attention (right) inside, but ``src_mask`` never reaches it."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__(d_model, num_heads, d_ff, dropout)
+        self.self_attn = MHAEinsum(d_model, num_heads, dropout)
+
+    def forward(self, x, src_mask=None):
+        a, attn = self.self_attn(x, x)
+        x = self.norm1(x, self.dropout(a))
+        return self.norm2(x, self.dropout(self.ffn(x))), attn
+
+
+class EncoderLayerSkipFromInput(EncoderLayer):
+    """Both residuals taken from the layer's input ``x``."""
+
+    def forward(self, x, src_mask=None):
+        a, attn = self.self_attn(x, x, src_mask)
+        h = self.norm1(x, self.dropout(a))
+        return self.norm2(x, self.dropout(self.ffn(h))), attn
+
+
+class EncoderLayerNormsSwapped(EncoderLayer):
+    """norm2 after self-attention, norm1 after the FFN."""
+
+    def forward(self, x, src_mask=None):
+        a, attn = self.self_attn(x, x, src_mask)
+        x = self.norm2(x, self.dropout(a))
+        return self.norm1(x, self.dropout(self.ffn(x))), attn
+
+
+class DecoderLayerQueriesFromMemory(DecoderLayer):
+    """Cross-attention called as ``cross_attn(memory, y, ...)``: queries from the encoder."""
+
+    def forward(self, y, memory, tgt_mask=None, memory_mask=None):
+        s, sw = self.self_attn(y, y, tgt_mask)
+        y = self.norm1(y, self.dropout(s))
+        c, cw = self.cross_attn(memory, y, memory_mask)
+        y = self.norm2(y, self.dropout(c))
+        return self.norm3(y, self.dropout(self.ffn(y))), (sw, cw)
+
+
+class DecoderLayerNoFFNResidual(DecoderLayer):
+    """The FFN sublayer normalised without its residual."""
+
+    def forward(self, y, memory, tgt_mask=None, memory_mask=None):
+        s, sw = self.self_attn(y, y, tgt_mask)
+        y = self.norm1(y, self.dropout(s))
+        c, cw = self.cross_attn(y, memory, memory_mask)
+        y = self.norm2(y, self.dropout(c))
+        return self.norm3.ln(self.dropout(self.ffn(y))), (sw, cw)
 
 
 class EncoderLayerOneNorm(EncoderLayer):
@@ -352,6 +500,56 @@ class TransformerTriuMask(Transformer):
         return y
 
 
+class TransformerCausalOnlyMask(Transformer):
+    """PyTorch's tutorial: the decoder self-attention gets the causal mask only, no target padding."""
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        T = tgt_in.size(1)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None]  # (1, 1, T, T)
+        y = self.pos_enc(self.tgt_embed(tgt_in) * math.sqrt(self.d_model))
+        for layer in self.decoder_layers:
+            y, _ = layer(y, memory, mask, src_mask)
+        return y
+
+
+class TransformerTargetWithoutPositions(Transformer):
+    """Positions added on the source side only."""
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        T = tgt_in.size(1)
+        mask = (tgt_in != self.pad_id)[:, None, None, :] & torch.tril(torch.ones(T, T, dtype=torch.bool))
+        y = self.tgt_embed(tgt_in) * math.sqrt(self.d_model)
+        for layer in self.decoder_layers:
+            y, _ = layer(y, memory, mask, src_mask)
+        return y
+
+
+class TransformerEmbeddingTimesDModel(Transformer):
+    """Embeddings multiplied by d_model, not its square root."""
+
+    def encode(self, src):
+        x = self.pos_enc(self.src_embed(src) * self.d_model)
+        for layer in self.encoder_layers:
+            x, _ = layer(x, (src != self.pad_id)[:, None, None, :])
+        return x
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        T = tgt_in.size(1)
+        mask = (tgt_in != self.pad_id)[:, None, None, :] & torch.tril(torch.ones(T, T, dtype=torch.bool))
+        y = self.pos_enc(self.tgt_embed(tgt_in) * self.d_model)
+        for layer in self.decoder_layers:
+            y, _ = layer(y, memory, mask, src_mask)
+        return y
+
+
+class TransformerTiedOutput(Transformer):
+    """Press & Wolf weight tying (as in the paper's section 3.4): output projection = target embedding."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.out_proj.weight = self.tgt_embed.weight
+
+
 class TransformerBertStyle(_transformer(EncoderLayerBertEps, DecoderLayerBertEps)):
     """Unscaled embeddings (as BERT and many tutorials) and BERT's eps=1e-12 in every LayerNorm."""
 
@@ -378,9 +576,15 @@ CASES = [
     ("scaled_dot_product_attention", sdpa_d2l_masked_softmax, {"fully_masked_uniform"}, None),
     ("scaled_dot_product_attention", sdpa_annotated_unscaled, {"no_scale", "fully_masked_uniform"}, None),
     ("MultiHeadAttention", MHABlogStyle, {"scale_by_d_model", "fully_masked_uniform"}, None),
+    ("MultiHeadAttention", MHAEinsum, {"nan_fully_masked"}, None),
+    ("MultiHeadAttention", MHAAnnotatedMaskUnsqueeze, {"mask_shape"}, None),
+    ("MultiHeadAttention", MHAAveragedWeights, {"attn_averaged_over_heads"}, None),
+    ("PositionalEncoding", PositionalEncodingPyTorchTutorial, {"pe_sliced_by_batch"}, None),
+    ("FeedForward", FFNAlwaysTanhGelu, {"ffn_wrong_activation", "ffn_gelu_tanh"}, None),
     ("FeedForward", FFNGPT2Gelu, {"ffn_gelu_tanh"}, None),
     ("LayerNorm", AnnotatedLayerNorm, {"ln_unbiased_var", "ln_eps_outside_sqrt"}, None),
     ("LayerNorm", BertLayerNorm, {"ln_eps_value"}, None),
+    ("LayerNorm", LayerNormNoAffineVar, {"ln_unbiased_var", "ln_no_affine"}, None),
     ("ResidualLayerNorm", AnnotatedResidual, {"ln_unbiased_var", "ln_eps_outside_sqrt"}, "ln"),
     ("EncoderLayer", AnnotatedEncoderLayer, LN_ANNOTATED | {"pre_ln_instead_of_post"}, "norm1.ln"),
     ("EncoderLayer", EncoderLayerBertEps, {"ln_eps_value"}, "norm1.ln"),
@@ -388,13 +592,23 @@ CASES = [
     ("EncoderLayer", EncoderLayerOneNorm, {"shared_norm"}, None),
     ("EncoderLayer", EncoderLayerAliasedNorm, {"shared_norm"}, "norm1, norm2"),
     ("EncoderLayer", EncoderLayerBlogAttention, {"scale_by_d_model"}, "self_attn"),
+    ("EncoderLayer", EncoderLayerTorchVar, {"ln_unbiased_var", "ln_eps_value"}, "norm1.ln"),
+    ("EncoderLayer", EncoderLayerMaskForgotten, {"src_mask_missing"}, None),
+    ("EncoderLayer", EncoderLayerSkipFromInput, {"residual_wrong_source"}, None),
+    ("EncoderLayer", EncoderLayerNormsSwapped, {"norms_swapped"}, None),
     ("DecoderLayer", AnnotatedDecoderLayer, LN_ANNOTATED | {"pre_ln_instead_of_post"}, "norm3.ln"),
     ("DecoderLayer", DecoderLayerPreNorm, {"pre_ln_instead_of_post"}, None),
+    ("DecoderLayer", DecoderLayerNoFFNResidual, {"missing_residual"}, None),
+    ("DecoderLayer", DecoderLayerQueriesFromMemory, {"cross_attn_wrong_source"}, None),
     ("DecoderLayer", DecoderLayerBertEps, {"ln_eps_value"}, "norm2.ln"),
     ("DecoderLayer", DecoderLayerCrossTargetMaskUnbiased, {"cross_attn_target_mask", "ln_unbiased_var"}, "norm1.ln"),
     ("Transformer", TransformerListTimesN, {"layers_shared"}, "encoder_layers.0, encoder_layers.1"),
     ("Transformer", TransformerAnnotatedLayers, LN_ANNOTATED | {"pre_ln_instead_of_post"}, "decoder_layers.1"),
     ("Transformer", TransformerPadMaskSquare, {"pad_mask_queries"}, None),
     ("Transformer", TransformerTriuMask, {"causal_inverted"}, None),
+    ("Transformer", TransformerCausalOnlyMask, {"tgt_pad_missing"}, None),
+    ("Transformer", TransformerTargetWithoutPositions, {"positions_missing"}, None),
+    ("Transformer", TransformerEmbeddingTimesDModel, {"embed_scaled_by_d_model"}, None),
+    ("Transformer", TransformerTiedOutput, {"weights_tied"}, "tgt_embed.weight, out_proj.weight"),
     ("Transformer", TransformerBertStyle, {"embed_not_scaled", "ln_eps_value"}, "encoder_layers.0.norm1.ln"),
 ]
