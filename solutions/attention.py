@@ -15,6 +15,9 @@ def softmax(x, axis=-1):
 
     Hint: softmax(x) == softmax(x - c) for any constant c. Subtract the maximum along
     ``axis`` (``keepdims=True``) before ``np.exp`` so that no exponent overflows.
+
+    中文：沿 ``axis`` 做数值稳定的 softmax，输出与 ``x`` 同形，沿 ``axis`` 为正且和为 1，
+    对 ``[1000, 1001]`` 这样的大输入也不溢出。提示：softmax 对整体平移不变。
     """
     ### BEGIN SOLUTION
     shifted = x - np.max(x, axis=axis, keepdims=True)
@@ -35,6 +38,9 @@ def attention_numpy(Q, K, V, mask=None):
 
     Hints: ``np.swapaxes(K, -1, -2)`` transposes the last two axes; fill blocked scores with a
     large negative number before the softmax, then set the blocked weights to exactly 0.
+
+    中文：NumPy 版缩放点积注意力，返回 ``(out, weights)``；掩码 True（或 1）= 可以看，
+    被遮挡的权重为 0，一个键都看不见的查询行得到全 0 的权重和输出（不是 NaN）。
     """
     ### BEGIN SOLUTION
     d_k = Q.shape[-1]
@@ -63,8 +69,15 @@ def scaled_dot_product_attention(Q, K, V, mask=None, dropout_p=0.0, training=Fal
     Dropout with probability ``dropout_p`` is applied to the weights only when ``training``;
     the returned ``attn`` is the weights that multiplied V.
 
-    Hints: ``K.transpose(-2, -1)``; ``scores.masked_fill(~mask, torch.finfo(scores.dtype).min)``
-    keeps the softmax finite, ``attn.masked_fill(~mask, 0.0)`` zeroes fully blocked rows.
+    Hints: transpose only the last two axes of K; before the softmax, fill the blocked scores with
+    the most negative finite number of their dtype (``torch.finfo``) so that the softmax stays
+    finite; after it, set the blocked weights to exactly 0 (this is what zeroes fully blocked rows).
+    / 提示：只转置 K 的最后两维；softmax 之前用该 dtype 最小的有限数（``torch.finfo``）填充被遮挡的分数，
+    softmax 之后把被遮挡的权重置为 0（全被遮挡的行就是这样变成 0 的）。
+
+    中文：缩放点积注意力，形状与掩码约定见上（True = 可以看，可广播到 ``(..., T_q, T_k)``）；
+    除以 ``sqrt(d_k)``；被遮挡位置权重为 0；全被遮挡的行输出 0，前向和梯度里都没有 NaN；
+    只在 ``training`` 时对权重做 dropout，返回的 ``attn`` 就是乘到 V 上的那份权重。
     """
     if Q.dim() < 2 or K.dim() < 2 or V.dim() < 2:
         raise ValueError(
@@ -105,6 +118,8 @@ class ScaledDotProductAttention(nn.Module):
     with the shapes and mask convention of ``scaled_dot_product_attention``.
 
     Hint: dropout only in training mode: pass ``self.training`` on to the function.
+
+    中文：把上面的函数包成 ``nn.Module``（没有可学习参数），dropout 只在训练模式下生效。
     """
 
     def __init__(self, dropout=0.0):

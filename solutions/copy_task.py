@@ -24,6 +24,9 @@ def make_copy_batch(batch_size, vocab_size, min_len, max_len, generator=None):
     ``torch.randint(min_len, max_len + 1, (B,), generator=generator)``, then the tokens
     ``torch.randint(3, vocab_size, (B, max_len), generator=generator)``; the columns past each
     row's length are overwritten. Hint: compare ``torch.arange(max_len + 1)`` with the lengths.
+
+    中文：一批变长的复制任务样本，补齐到 ``max_len + 1`` 宽：``src = tgt_out = x + EOS + PAD…``，
+    ``tgt_in = BOS + x + PAD…``；随机数全部从 ``generator`` 抽取，先长度、后符号。
     """
     if not 1 <= min_len <= max_len:
         raise ValueError(f"需要 1 <= min_len <= max_len / need 1 <= min_len <= max_len; got {min_len}, {max_len}")
@@ -48,6 +51,8 @@ def copy_loss(logits, tgt_out, pad_id=PAD_ID):
     ``logits`` ``(B, T, V)`` (no softmax), ``tgt_out`` LongTensor ``(B, T)`` -> scalar tensor.
     Positions where ``tgt_out == pad_id`` contribute nothing, to the sum or to the count.
     Hint: flatten to ``(B*T, V)`` and ``(B*T,)``; ``F.cross_entropy`` has ``ignore_index``.
+
+    中文：只在非 PAD 目标位置上求平均的交叉熵：PAD 位置既不进分子，也不进分母。
     """
     if logits.dim() != 3 or logits.shape[:2] != tgt_out.shape:
         raise ValueError(
@@ -67,6 +72,9 @@ def exact_match(pred, tgt_out, eos_id=EOS_ID, pad_id=PAD_ID):
     ``tgt_out`` ``(B, T)``: the targets (``x + [EOS] + PAD...``). A row counts when its tokens up to
     and including the target's first EOS equal the target's; whatever ``pred`` holds after that is
     ignored. A ``pred`` shorter than that prefix is wrong there (as if padded with ``pad_id``).
+
+    中文：整行解码全对的比例（Python ``float``）。``pred`` 不含开头的 BOS；只比较到目标第一个 EOS（含）为止，
+    之后的内容不管；``pred`` 比这段短就算错。
     """
     if pred.dim() != 2 or tgt_out.dim() != 2 or pred.size(0) != tgt_out.size(0):
         raise ValueError(
@@ -106,6 +114,9 @@ def train_step(model, optimizer, scheduler, src, tgt_in, tgt_out):
     Forward ``model(src, tgt_in)`` -> logits ``(B, T, V)``, ``copy_loss`` against ``tgt_out``,
     clear old gradients, back-propagate, ``optimizer.step()``, then ``scheduler.step()`` (in this
     order: PyTorch warns when the scheduler steps first). ``model`` must be in train mode.
+
+    中文：在一批数据上做一步优化：前向、``copy_loss``、清梯度、反向、``optimizer.step()``、``scheduler.step()``
+    （按这个顺序），返回这一批的损失（Python ``float``）。
     """
     ### BEGIN SOLUTION
     logits = model(src, tgt_in)  # (B, T, V)

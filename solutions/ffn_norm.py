@@ -15,6 +15,9 @@ class FeedForward(nn.Module):
     MLP applied to every position independently.
 
     Parameters: ``2 * d_model * d_ff + d_ff + d_model``.
+
+    中文：逐位置前馈网络。属性 ``fc1``、``fc2``、``dropout``；``activation`` 只接受 ``"relu"`` 或
+    ``"gelu"``（精确版），其他名字抛出 ``ValueError``；同一个两层 MLP 独立作用在每个位置上。
     """
 
     def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
@@ -47,6 +50,9 @@ class LayerNorm(nn.Module):
     axis, per position (not over the batch, as BatchNorm does).
 
     Hints: biased variance (``unbiased=False``, divide by d_model); eps goes inside the root.
+
+    中文：沿最后一维（特征维）的层归一化，与 ``nn.LayerNorm(d_model, eps)`` 相等；参数 ``weight``（全 1）、
+    ``bias``（全 0）；方差有偏（除以 ``d_model``），``eps`` 在根号里；每个位置单独统计，与批次无关。
     """
 
     def __init__(self, d_model, eps=1e-5):
@@ -76,6 +82,9 @@ class ResidualLayerNorm(nn.Module):
     ``ResidualLayerNorm(d_model, eps=1e-5)`` with attribute ``ln`` (a ``LayerNorm``).
     ``forward(x, sublayer_out) -> ln(x + sublayer_out)``; both ``(..., d_model)``. It takes the
     sublayer's *output* (already computed, dropout already applied by the caller).
+
+    中文：Post-LN 子层连接，属性 ``ln``（一个 ``LayerNorm``）；接收子层**已经算好的输出**
+    （dropout 由调用者做完），返回 ``ln(x + sublayer_out)``。
     """
 
     def __init__(self, d_model, eps=1e-5):

@@ -15,8 +15,15 @@ class MultiHeadAttention(nn.Module):
     ``x_kv (B, T_k, d_model)``, ``mask`` bool broadcastable to ``(B, H, T_q, T_k)``
     (True = may attend); ``out (B, T_q, d_model)``, ``attn (B, H, T_q, T_k)`` (per head).
 
-    Hints: split heads with ``view(B, T, H, d_k).transpose(1, 2)`` -> ``(B, H, T, d_k)``;
-    merge back with ``transpose(1, 2).contiguous().view(B, T_q, d_model)``, then apply ``W_o``.
+    Hints: split a projection ``(B, T, d_model)`` into heads ``(B, H, T, d_k)`` by viewing the last
+    axis as ``(H, d_k)`` and then moving ``H`` in front of ``T`` (chapter 02, section 3); merging is the exact
+    inverse (the transposed tensor is not contiguous), followed by ``W_o``.
+    / 提示：分头先把最后一维看成 ``(H, d_k)``，再把 ``H`` 挪到 ``T`` 前面（第 02 章第 3 节）；合头是它的逆操作
+    （转置后的张量不连续），最后过 ``W_o``。
+
+    中文：多头注意力。属性 ``W_q, W_k, W_v, W_o``（各为 ``nn.Linear(d_model, d_model)``）、``num_heads``、``d_k``；
+    ``d_model`` 不能被 ``num_heads`` 整除时抛出 ``ValueError``。``forward(x_q, x_kv, mask=None)`` 返回
+    ``out (B, T_q, d_model)`` 和每个头的权重 ``attn (B, H, T_q, T_k)``；掩码 True = 可以看，所有头共用。
     """
 
     def __init__(self, d_model, num_heads, dropout=0.0):

@@ -16,6 +16,9 @@ def sinusoidal_positional_encoding(max_len, d_model):
     Hints: ``position`` ``(max_len, 1)`` times ``div_term`` ``(ceil(d_model/2),)`` broadcasts to
     the angle table; ``div_term = exp(arange(0, d_model, 2) * (-ln(10000) / d_model))``;
     fill ``pe[:, 0::2]`` and ``pe[:, 1::2]`` (the latter has one column fewer when d_model is odd).
+
+    中文：正弦位置编码表 ``(max_len, d_model)``：偶数列 sin、奇数列 cos，同一对共用频率
+    ``10000^(-2i/d_model)``；``d_model`` 为奇数时最后一列是 sin；默认浮点类型。
     """
     ### BEGIN SOLUTION
     pe = torch.zeros(max_len, d_model)
@@ -38,6 +41,9 @@ class PositionalEncoding(nn.Module):
     ``T > max_len``.
 
     Hint: ``self.register_buffer("pe", table.unsqueeze(0))``.
+
+    中文：把正弦表存成 buffer ``pe (1, max_len, d_model)``（随 ``state_dict`` 保存、随 ``.to()`` 移动、不训练），
+    ``forward`` 返回 ``dropout(x + pe[:, :T])``；``T > max_len`` 时抛出 ``ValueError``。
     """
 
     def __init__(self, d_model, max_len=5000, dropout=0.0):

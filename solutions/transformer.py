@@ -28,6 +28,11 @@ class Transformer(nn.Module):
     - ``greedy_decode(src, bos_id, eos_id, max_new_tokens) -> LongTensor (B, <= 1 + max_new_tokens)``:
       starts with ``bos_id``, appends the arg-max token each step, writes ``pad_id`` after a row
       has emitted ``eos_id``, stops as soon as every row has. Call ``model.eval()`` first.
+
+    中文：编码器-解码器 Transformer（Post-LN，正弦位置编码，批次在前）。属性名见上；嵌入乘 ``sqrt(d_model)``
+    再加位置编码；掩码在模型内部由 ``self.pad_id`` 构造（源：填充掩码；目标：填充 & 因果）；``forward`` 返回 logits
+    （不做 softmax）；``greedy_decode`` 从 ``bos_id`` 开始逐步取 arg-max，输出过 ``eos_id`` 的行之后补 ``pad_id``，
+    所有行都输出过 ``eos_id`` 就停止。
     """
 
     def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
