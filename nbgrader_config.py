@@ -52,17 +52,17 @@ c.ClearSolutions.code_stub = {
     'Not implemented yet: follow the instructions above")',
 }
 
-# Autograding that survives broken and hostile submissions (tutor/hardening.py, run in the
+# Autograding that survives broken and hostile submissions (grader/hardening.py, run in the
 # nbgrader process, out of the learner's kernel's reach): tampered cell metadata is repaired, a
 # dead or stuck kernel costs only the cells after it, and learner code that reaches the grading
 # machinery voids the graded cells of the exercise that holds it (and only those).
-from tutor.hardening import configure  # noqa: E402
+from grader.hardening import configure  # noqa: E402
 
 configure(c)
 
 # Feedback pages that read offline (math as MathML, no CDN) and an autograde log without the
 # checksum warning nbgrader gives every released cell whose hidden tests it restores
-# (tutor/feedback.py; docs/INSTRUCTOR.md explains the remaining log lines).
-from tutor.feedback import configure as configure_feedback  # noqa: E402
+# (grader/feedback.py; docs/INSTRUCTOR.md explains the remaining log lines).
+from grader.feedback import configure as configure_feedback  # noqa: E402
 
 configure_feedback(c)

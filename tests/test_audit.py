@@ -1,4 +1,4 @@
-"""The submission audit (``tutor.hardening``) on its own, without running nbgrader: it flags what
+"""The submission audit (``grader.hardening``) on its own, without running nbgrader: it flags what
 reaches the grading machinery, never ordinary Python, and voids only the exercise that holds it.
 
 End to end through ``nbgrader autograde`` the same rules are proven by tests/test_class_simulation.py.
@@ -13,7 +13,7 @@ from nbgrader import utils
 
 import solutions
 from tools import simulate_class
-from tutor.hardening import AuditSubmission, audit_source, builtin_uses
+from grader.hardening import AuditSubmission, audit_source, builtin_uses
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -214,7 +214,7 @@ def _submission(idiom):
 @pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
 def test_audit_accepts_idiom(idiom):
     """The submission audit (the preprocessor nbgrader autograde runs) voids no graded cell."""
-    from tutor.hardening import AuditSubmission
+    from grader.hardening import AuditSubmission
 
     nb, _ = AuditSubmission().preprocess(_submission(idiom), {})
     voided = [(cell.metadata["nbgrader"]["grade_id"], out["evalue"]) for cell in nb.cells

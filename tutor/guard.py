@@ -41,7 +41,7 @@ def _solutions_dir():
 
 
 # The one table of the built-ins the exercises replace: dotted path -> the name a message shows.
-# The run-time guard below resolves each path; the submission audit (``tutor.hardening``) reads the
+# The run-time guard below resolves each path; the submission audit (``grader.hardening``) reads the
 # last component of each path in the learner's source.
 FORBIDDEN_BUILTINS = {
     "torch.nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention",

@@ -8,7 +8,7 @@ and checks that ``sys.modules`` still holds the real ``tutor`` modules. Watched:
 ``numpy``, ``numpy.testing`` and the ``tutor`` modules themselves. A module not yet imported at
 snapshot time is snapshotted at its first ``verify()``.
 
-This is defence in depth: the nbgrader-side audit (``tutor.hardening``) reads the learner's code;
+This is defence in depth: the nbgrader-side audit (``grader.hardening``) reads the learner's code;
 this module catches what actually changed at run time. ``verify()`` also puts everything it finds
 changed back as it was, so a tampering costs the graded cell that meets it, and the exercises after
 it are graded by the real machinery again.

@@ -32,8 +32,8 @@ from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, IgnorePattern,
     LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
-from .guard import FORBIDDEN_BUILTINS
-from .integrity import WATCHED, WATCHED_CLASSES
+from tutor.guard import FORBIDDEN_BUILTINS
+from tutor.integrity import WATCHED, WATCHED_CLASSES
 
 KERNEL_LOST = ("内核已退出或超时后无法中断，此单元及之后的单元未运行 / The kernel died or could not be "
                "interrupted after a timeout: this cell and the cells after it did not run")

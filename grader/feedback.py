@@ -83,7 +83,7 @@ def released(source):
 
 def configure(c):
     """Install the feedback template and preprocessors, and the quiet ``OverwriteCells``, in config ``c``
-    (after ``tutor.hardening.configure(c)``, whose sanitize preprocessors it edits)."""
+    (after ``grader.hardening.configure(c)``, whose sanitize preprocessors it edits)."""
     import nbgrader
 
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
