@@ -10,7 +10,16 @@ contract signature), runs it on several seeded cases in float64 next to the refe
 (contract attribute names), compares outputs and, where training depends on it, gradients.
 The learner's code runs under ``tutor.guard.from_scratch`` (no built-in it replaces, no
 reference code). On a mismatch, ``tutor.mistakes`` names the known wrong variant the output
-matches. Copy-batch checks compare properties, since random content cannot match.
+matches: one bug, or two or three at once, each named only on the cases where it shows; when the
+cases disagree, each case's own explanation and "more than one thing differs". A composite
+(``PARTS``: ResidualLayerNorm, EncoderLayer, DecoderLayer, Transformer) that no single known bug
+explains is localised: each contract part (attention, FFN, norms, layers, positions) is run alone
+next to the reference's part with the same weights, recursively, so the message names the part and
+the mistake inside it ("your EncoderLayer's norm1.ln: unbiased variance, eps = 1e-12"); parts that
+are one object (``norm2 = norm1``, ``[layer] * N``) or tied parameters are named as such; then the
+composite's wiring is judged by running its contract forward, and its known wiring bugs (Pre-LN,
+masks, shared norms, ...), with the learner's own parts. ``CheckResult.diagnoses`` lists every id named.
+Copy-batch checks compare properties, since random content cannot match.
 
 Fused-QKV and similar layouts: the contract fixes the parameter names (``W_q, W_k, W_v, W_o``),
 so weights are copied by name only. A fused projection is fine when it keeps those parameters and
@@ -20,7 +29,7 @@ fuses at compute time (``torch.cat`` of the weights, one matmul); a module that 
 import math
 import re
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from . import guard, mistakes
@@ -320,7 +329,7 @@ class _Table:
     ``provider(i)`` is the module whose weights and parts the variants use on case ``i``."""
 
     def __init__(self, name, cases, provider, learner=False):
-        self.cases, self.learner, self.entries, self.cache = cases, learner, {}, {}
+        self.learner, self.entries, self.cache = learner, {}, {}
         build = mistakes.VARIANTS.get(name)
         contract = mistakes.WIRING.get(name) if learner else None
         for i, case in enumerate(cases):
@@ -344,7 +353,7 @@ class _Table:
             entry = self.entries[key][i]
             thunk = entry[0] if which is None else entry[2][which]
             try:
-                with torch.no_grad(), (guard.from_scratch() if self.learner else _nothing()):
+                with torch.no_grad(), (guard.from_scratch() if self.learner else nullcontext()):
                     self.cache[(key, i, which)] = thunk()
             except Exception:
                 self.cache[(key, i, which)] = RAISES
@@ -379,11 +388,6 @@ class _Table:
         return Finding(key[0], note=entry[1] if len(entry) > 1 else "", only=only or None)
 
 
-@contextmanager
-def _nothing():
-    yield
-
-
 def _failing(outcomes, expected):
     return [i for i, got in enumerate(outcomes) if isinstance(got, Exception) or not _matches(expected[i], got)]
 
@@ -403,7 +407,7 @@ def _diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
             return [table.finding(key, failing, expected, first)]
     if alone:
         return []
-    groups = {}  # (ids, key) -> case indices
+    groups = {}  # variant key (or (ids, None) for an error message) -> the failing cases it reproduces
     for i in failing:
         got = outcomes[i]
         if isinstance(got, Exception):
