@@ -29,7 +29,7 @@ SERVER_TROUBLE = re.compile(r"^\[[EC] |Traceback \(most recent call last\)", re.
 
 
 @pytest.fixture(autouse=True)
-def quiet_server(lab):
+def quiet_server(browser, lab):  # browser first: without one, skip before starting a server
     """Every scenario leaves the server log free of errors (a 500 behind a page that looks fine)."""
     start = len(lab.log())
     yield
