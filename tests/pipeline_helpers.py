@@ -1,5 +1,4 @@
 """Helpers shared by the pipeline tests (build, leaks, nbgrader end to end, nbval)."""
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -8,18 +7,10 @@ from pathlib import Path
 
 import nbformat
 
+from tools import build  # the repository root is on pytest's pythonpath (pyproject.toml)
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def load_build():
-    """tools/build.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("course_build", ROOT / "tools" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build = load_build()
 LESSONS = build.lesson_names()
 
 
@@ -39,8 +30,6 @@ def copy_build_inputs(dest):
     """Copy what tools/build.py reads into ``dest`` so a build there leaves the repository alone."""
     for rel in ("lessons", "tools"):
         shutil.copytree(ROOT / rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
-    (dest / "tests").mkdir()
-    shutil.copy(ROOT / "tests" / "nbval_sanitize.cfg", dest / "tests")
     shutil.copy(ROOT / "nbgrader_config.py", dest)
 
 

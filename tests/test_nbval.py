@@ -1,5 +1,5 @@
 """nbval regression: every executed answer key re-runs top to bottom and reproduces its stored
-outputs (sanitised with tests/nbval_sanitize.cfg; PNG bytes are not compared, but a figure that
+outputs (sanitised with tools/nbval_sanitize.cfg; PNG bytes are not compared, but a figure that
 stops rendering loses its ``<Figure ...>`` output and fails). Prints each chapter's run time."""
 import os
 import subprocess
@@ -12,7 +12,7 @@ from pipeline_helpers import LESSONS, ROOT
 
 pytestmark = pytest.mark.slow  # every answer key re-run: `make test-fast` leaves them out
 
-SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+SANITIZE = ROOT / "tools" / "nbval_sanitize.cfg"
 
 
 @pytest.mark.parametrize("name", LESSONS)

@@ -42,7 +42,7 @@ RELEASE = ROOT / "release"
 NOTEBOOKS = ROOT / "notebooks"
 ANSWER_KEYS = ROOT / "solutions" / "answer_keys"
 NBGRADER_CONFIG = ROOT / "nbgrader_config.py"
-SANITIZE_FILE = ROOT / "tests" / "nbval_sanitize.cfg"
+SANITIZE_FILE = ROOT / "tools" / "nbval_sanitize.cfg"
 
 LESSON_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
 GRADE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -300,7 +300,7 @@ def sanitize_text(text, patterns):
 
 
 def sanitize_outputs(executed, source):
-    """Keep the executed outputs, sanitised with tests/nbval_sanitize.cfg; metadata as in ``source``.
+    """Keep the executed outputs, sanitised with tools/nbval_sanitize.cfg; metadata as in ``source``.
 
     Figures are dropped from the stored outputs (their ``text/plain`` line stays, nbval ignores
     PNG anyway) to keep the repository small; the build fails if a figure did not render.

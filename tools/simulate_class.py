@@ -35,6 +35,8 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: the repository root, for tests.catalogue
+    sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
 STUBBORN_LOOP = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
 STUB_LINE = re.compile(r"^(\s*)raise NotImplementedError\(.*\)\s*$", re.M)
@@ -293,10 +295,9 @@ def catalogue_mistakes():
     """``[(check name, wrong object, mistake id, cell source)]`` from tests/catalogue/wrong_*.py."""
     import importlib
 
-    sys.path.insert(0, str(ROOT / "tests"))
     found = []
     for path in sorted((ROOT / "tests" / "catalogue").glob("wrong_*.py")):
-        module = importlib.import_module(f"catalogue.{path.stem}")
+        module = importlib.import_module(f"tests.catalogue.{path.stem}")
         found += [(check, obj, mid, _as_cell(path.read_text(), obj.__name__)) for check, obj, mid in module.CASES]
     return found
 
@@ -380,8 +381,7 @@ def _tamper_one_exercise(info, perfect):
 def idioms_by_exercise():
     """{(chapter, exercise name): [Idiom, ...]} from tests/catalogue/idioms.py (right answers
     written the ways people really write Python)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from catalogue.idioms import IDIOMS
+    from tests.catalogue.idioms import IDIOMS
 
     found = {}
     for idiom in IDIOMS:
