@@ -184,19 +184,7 @@ def test_idioms_stay_from_scratch():
                     assert node.attr not in FORBIDDEN_ATTRIBUTES, f"{idiom.id} cell {k}: uses .{node.attr}"
 
 
-# Right answers the checks still reject: each is a bug in tutor.checks, reported, not an idiom to change.
-# strict: once the check is fixed the idiom passes, the test reports XPASS as a failure, and the entry goes.
-KNOWN_FALSE_FAILURES = {
-    "transformer_padding_idx_hparams_eval_restore":
-        "check_Transformer compares the gradient of tgt_embed.weight at the PAD row, which comes only from "
-        "the logits at PAD target positions (no loss uses them); nn.Embedding(padding_idx=pad_id) zeroes it",
-}
-
-
-@pytest.mark.parametrize("idiom", [
-    pytest.param(idiom, id=idiom.id, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FALSE_FAILURES[idiom.id])]
-                 if idiom.id in KNOWN_FALSE_FAILURES else [])
-    for idiom in IDIOMS])
+@pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
 def test_idiom_passes_visible_and_hidden_tests(idiom):
     run_idiom(idiom)
 

@@ -224,12 +224,15 @@ def _build(cls, args, kwargs, ref, seed=0):
     return module.eval()
 
 
-def _grads(out, inputs, module, seed):
-    """Backward of a fixed random projection of ``out``: gradients of inputs and parameters."""
+def _grads(out, inputs, module, seed, loss_mask=None):
+    """Backward of a fixed random projection of ``out``: gradients of inputs and parameters.
+    ``loss_mask`` (broadcastable to ``out``) keeps only the outputs a training loss uses."""
     import torch
 
     gen = torch.Generator().manual_seed(seed + 7)
     weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    if loss_mask is not None:
+        weight = weight * loss_mask
     (out * weight).sum().backward()
     grads = {f"grad {k}": v.grad for k, v in inputs.items()}
     if module is not None:
@@ -652,9 +655,10 @@ def _function_check(name, names, call, reference_fn, grads=()):
     return learner, reference
 
 
-def _module_check(name, names, make_args, forward, grads=(), load=True):
+def _module_check(name, names, make_args, forward, grads=(), load=True, loss_mask=None):
     """(learner, reference, ref_for) for a class. ``make_args(case)`` -> (args, kwargs) of the
-    constructor; ``forward(module, case, leaves)`` -> raw return."""
+    constructor; ``forward(module, case, leaves)`` -> raw return; ``loss_mask(case)`` -> the
+    outputs a training loss uses (gradients come from those only)."""
     import torch
 
     refs = {}
@@ -671,7 +675,7 @@ def _module_check(name, names, make_args, forward, grads=(), load=True):
         got = _unpack(forward(module, case, leaves), names, label)
         first = got.get(names[0])
         if isinstance(first, torch.Tensor) and first.requires_grad:
-            got.update(_grads(first, leaves, module, 0))
+            got.update(_grads(first, leaves, module, 0, None if loss_mask is None else loss_mask(case)))
         return got
 
     def learner(cls, case):
@@ -927,7 +931,10 @@ def check_Transformer(cls):
                                           "tgt_in": torch.tensor([[1, 3, 4, 5, 6, 7]])})]
     learner, reference, ref_for = _module_check(
         "Transformer", ("logits",), lambda case: ((11, 13), TRANSFORMER_CFG),
-        lambda m, case, x: m(case["src"], case["tgt_in"]), grads=())
+        lambda m, case, x: m(case["src"], case["tgt_in"]), grads=(),
+        # gradients as training computes them: no loss at PAD targets, so a learner's
+        # nn.Embedding(padding_idx=pad_id), which freezes the PAD rows, is right too
+        loss_mask=lambda case: (case["tgt_in"] != TRANSFORMER_CFG["pad_id"])[..., None])
     return _run("Transformer", cls, cases, learner, reference, ref_for)
 
 
