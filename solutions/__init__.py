@@ -4,6 +4,7 @@ Each contract object marks the part a learner writes with ``### BEGIN SOLUTION``
 ``### END SOLUTION``; the build copies its source into the lesson notebooks.
 """
 from .attention import ScaledDotProductAttention, attention_numpy, scaled_dot_product_attention, softmax
+from .backward import cross_entropy, layer_norm_backward, softmax_backward
 from .copy_task import (
     BOS_ID,
     EOS_ID,
@@ -15,8 +16,28 @@ from .copy_task import (
     train_copy_model,
     train_step,
 )
+from .decoding import (
+    beam_search,
+    generate,
+    gpt_step_fn,
+    sample_next_token,
+    sampling_probs,
+    top_k_filter,
+    top_p_filter,
+    transformer_step_fn,
+)
 from .ffn_norm import FeedForward, LayerNorm, PreLNResidual, ResidualLayerNorm, RMSNorm
 from .layers import DecoderLayer, EncoderLayer
+from .llm import (
+    GPT,
+    GPTBlock,
+    GroupedQueryAttention,
+    SwiGLU,
+    attention_flops_and_memory,
+    kv_cache_bytes,
+    make_sliding_window_mask,
+    repeat_kv,
+)
 from .masks import make_pad_mask, make_subsequent_mask
 from .mha import MultiHeadAttention
 from .positional import (
@@ -45,4 +66,10 @@ __all__ = [
     # 07 copy task
     "PAD_ID", "BOS_ID", "EOS_ID", "make_copy_batch", "copy_loss", "exact_match", "noam_lr", "train_step",
     "train_copy_model",
+    # 08 decoder-only LLM and the drill bank (docs/CONTRACT_LLM.md)
+    "repeat_kv", "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT", "make_sliding_window_mask",
+    "attention_flops_and_memory", "kv_cache_bytes",
+    "top_k_filter", "top_p_filter", "sampling_probs", "sample_next_token", "generate", "gpt_step_fn",
+    "transformer_step_fn", "beam_search",
+    "softmax_backward", "layer_norm_backward", "cross_entropy",
 ]
