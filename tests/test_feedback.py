@@ -15,8 +15,9 @@ import pytest
 from nbclient import NotebookClient
 
 import solutions
+from grader import feedback
 from pipeline_helpers import LESSONS, ROOT, build, nbgrader, read_nb
-from tutor import checks, feedback
+from tutor import checks
 from tutor.grading import TestFailure, check, test_cell
 
 # What must never reach a learner: a Python traceback, a machine path, the grader's own files.
