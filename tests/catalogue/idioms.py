@@ -1548,3 +1548,21 @@ class Transformer(nn.Module):
                 break
         return ys
 ''')
+
+idiom("ffn_sequential_sharing_named_layers", "04_ffn_layernorm", "FeedForward",
+      "an nn.Sequential pipeline built from the contract's own fc1/dropout/fc2 modules (shared, so state_dict "
+      "holds both names), activation chosen from a dict of module classes", r'''
+class FeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.0, activation="relu"):
+        super().__init__()
+        acts = {"relu": nn.ReLU, "gelu": nn.GELU}
+        if activation not in acts:
+            raise ValueError(f"unsupported activation {activation!r} (use one of {list(acts)})")
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.net = nn.Sequential(self.fc1, acts[activation](), self.dropout, self.fc2)   # same modules, one pipeline
+
+    def forward(self, x):
+        return self.net(x)
+''')
