@@ -76,7 +76,7 @@ def edited(component, old, new):
     return source.replace(old, new)
 
 
-# chapter -> (component replaced, wrong source, grade_ids that must lose their points)
+# chapter -> (component replaced, wrong source or (old line, new line), grade_ids that must lose their points)
 WRONG = {
     "01_attention": ("attention_numpy", WRONG_ATTENTION_NUMPY, {"attention_numpy_matches_reference"}),
     "02_multihead": ("MultiHeadAttention", WRONG_MHA, {"mha_matches_reference"}),
@@ -94,6 +94,10 @@ WRONG = {
                                              ""), {"greedy_decode_stops_at_eos"}),
     # the loss averaged over PAD positions too
     "07_copy_task": ("copy_loss", edited("copy_loss", ", ignore_index=pad_id)", ")"), {"copy_loss_ignores_pad"}),
+    # the drill bank (its cells carry the drill docstrings, so the answer is edited in place, see
+    # wrong_submission): the padding mask inverted costs that drill only, no other drill calls it
+    "09_drills": ("make_pad_mask", ("return (tokens != pad_id)[:, None, None, :]", "return (tokens == pad_id)[:, None, None, :]"),
+                  {"drill_make_pad_mask"}),
 }
 
 
@@ -105,6 +109,12 @@ def wrong_submission(name):
     """The source notebook with one component's reference code replaced by a wrong one."""
     component, wrong_source, _ = WRONG[name]
     nb = read_nb(ROOT / "source" / name / f"{name}.ipynb")
+    if isinstance(wrong_source, tuple):  # (line of the answer, wrong line): edited in the exercise cell
+        old, new = wrong_source
+        cells = [c for c in nb.cells if nbgrader_meta(c).get("solution") and old in c.source]
+        assert len(cells) == 1, f"{name}: no single exercise cell holds {old!r}"
+        cells[0].source = cells[0].source.replace(old, new)
+        return nb
     reference = inspect.getsource(getattr(solutions, component)).rstrip()
     cells = [c for c in nb.cells if nbgrader_meta(c).get("solution") and reference in c.source]
     assert len(cells) == 1, f"{name}: no single exercise cell holds solutions.{component}"

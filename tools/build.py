@@ -15,6 +15,7 @@ The lesson format is specified in docs/ARCHITECTURE.md ("Lesson file format") an
 docs/MAINTAINING.md.
 """
 import argparse
+import ast
 import copy
 import inspect
 import os
@@ -48,7 +49,7 @@ LESSON_NAME = re.compile(r"^\d\d_[a-z0-9_]+$")
 GRADE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 EDITION_TAGS = {"nbgrader": "source", "selfstudy": "selfstudy"}
-LESSON_KEYS = {"exercise", "provided", "grade_id", "points", "check", "tags"}
+LESSON_KEYS = {"exercise", "provided", "grade_id", "points", "check", "tags", "drill"}
 JUPYTEXT_KEYS = {"lines_to_next_cell", "lines_to_end_of_cell_marker", "cell_marker", "title"}
 NOTEBOOK_METADATA = {
     "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
@@ -85,6 +86,43 @@ def reference_source(name, lesson, keep_markers):
             raise LessonError(f"{lesson}: solutions.{name} has no {BEGIN_SOLUTION!r}/{END_SOLUTION!r} region")
         return code
     return "\n".join(line for line in code.split("\n") if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
+
+
+def _docstrings(code):
+    """{qualified name: docstring node} of every def/class in ``code`` that has a docstring."""
+    found = {}
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                body = child.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                        and isinstance(body[0].value.value, str):
+                    found[name] = body[0]
+                walk(child, name + ".")
+
+    walk(ast.parse(code), "")
+    return found
+
+
+def drill_source(code, docs, lesson):
+    """A drill: the reference ``code`` with every docstring replaced by the one the lesson cell
+    ``docs`` gives for the same def/class (shapes and conventions only, no hints). A reference
+    docstring the lesson does not replace is an error: its hints would reach the drill."""
+    ref, new = _docstrings(code), _docstrings(docs)
+    missing, unknown = sorted(set(ref) - set(new)), sorted(set(new) - set(ref))
+    if missing or unknown:
+        raise LessonError(f"{lesson}: drill docstrings must replace exactly the reference's: "
+                          f"missing {missing}, not in the reference {unknown}")
+    lines, doc_lines = code.split("\n"), docs.split("\n")
+    for name in sorted(ref, key=lambda n: ref[n].lineno, reverse=True):
+        old, repl = ref[name], new[name]
+        indent = lines[old.lineno - 1][:old.col_offset]
+        text = textwrap.dedent("\n".join([" " * repl.col_offset + doc_lines[repl.lineno - 1][repl.col_offset:]]
+                                         + doc_lines[repl.lineno:repl.end_lineno]))
+        lines[old.lineno - 1:old.end_lineno] = textwrap.indent(text, indent).split("\n")
+    return "\n".join(lines)
 
 
 def split_names(value, key, lesson):
@@ -175,6 +213,8 @@ def read_lesson(name):
             raise LessonError(f"{name}: points= without grade_id=")
         if "check" in meta:
             parse_check(meta["check"], name)
+        if "drill" in meta and "exercise" not in meta:
+            raise LessonError(f"{name}: drill= goes with exercise=")
     first = code_cells[0].metadata
     if any(k in first for k in ("exercise", "provided", "grade_id", "check")):
         raise LessonError(f"{name}: the first code cell is the setup cell and must be plain code")
@@ -211,7 +251,11 @@ def build_notebook(name, edition):
             nbg = nbgrader_meta(locked_id, locked=True)
         elif "exercise" in meta:
             names = split_names(meta["exercise"], "exercise", name)
-            body = "\n\n\n".join([reference_source(n, name, keep_markers=True) for n in names] + ([body] if body else []))
+            code = "\n\n\n".join(reference_source(n, name, keep_markers=True) for n in names)
+            if meta.get("drill"):  # the body holds the drill's docstrings, which replace the reference's
+                body = drill_source(code, body, name)
+            else:
+                body = "\n\n\n".join([code] + ([body] if body else []))
             grade_id = "impl_" + "_".join(names)
             nbg = nbgrader_meta(grade_id, solution=True)
         elif "provided" in meta:

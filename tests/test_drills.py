@@ -1,0 +1,197 @@
+"""The 手撕 drill bank (lessons/09_drills.py, tutor/drills.py): every drill is a course check with a
+blank cell, named mistakes proven by the catalogue, and a practice mode that never shows a solution
+before an attempt."""
+import importlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools import build
+from tutor import checks, drills, mistakes
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = drills.LESSON
+CATALOGUE = Path(__file__).parent / "catalogue"
+
+
+def _catalogue(prefix):
+    return [case for path in sorted(CATALOGUE.glob(f"{prefix}_*.py"))
+            for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
+
+
+def lesson_drill_cells():
+    return [c for c in build.read_lesson(LESSON) if c.metadata.get("drill")]
+
+
+# ---------------------------------------------------------------- the bank
+
+def test_every_drill_is_a_course_check_with_explained_mistakes():
+    assert len({d.name for d in drills.DRILLS}) == len(drills.DRILLS)
+    for d in drills.DRILLS:
+        assert d.name in checks.CHECKS, d.name
+        assert d.mistakes, f"{d.name}: a drill needs at least one named mistake"
+        for mid in d.mistakes:
+            zh, en = mistakes.MISTAKES[mid]
+            assert zh and en
+
+
+def test_every_drill_has_named_wrong_and_right_catalogue_entries():
+    """The mistakes a reveal lists are exactly the ones the catalogue proves the check names."""
+    wrong, right = _catalogue("wrong"), _catalogue("right")
+    for d in drills.DRILLS:
+        named = {diagnosis for check, _, diagnosis in wrong if check == d.name}
+        assert named - {None}, f"{d.name}: no named wrong implementation in tests/catalogue/wrong_*.py"
+        assert set(d.mistakes) == named, f"{d.name}: drill lists {sorted(d.mistakes)}, catalogue proves {sorted(named)}"
+        assert any(check == d.name for check, _ in right), f"{d.name}: no right alternative in tests/catalogue/right_*.py"
+
+
+def test_lesson_has_one_blank_cell_and_one_graded_check_per_drill_in_order():
+    cells = build.read_lesson(LESSON)
+    exercised = [tuple(build.split_names(c.metadata["exercise"], "exercise", LESSON)) for c in lesson_drill_cells()]
+    assert exercised == [d.objects for d in drills.DRILLS]
+    assert all("exercise" not in c.metadata or c.metadata.get("drill") for c in cells), "every exercise is a drill"
+    graded = [build.parse_check(c.metadata["check"], LESSON) for c in cells if "grade_id" in c.metadata]
+    assert graded == [(d.name, d.name) for d in drills.DRILLS]
+    assert [c.metadata["grade_id"] for c in cells if "grade_id" in c.metadata] == [f"drill_{d.name}" for d in drills.DRILLS]
+
+
+HINT = re.compile(r"\bHints?\b|提示|BEGIN SOLUTION")
+
+
+@pytest.mark.parametrize("edition", ["notebooks", "release"])
+def test_blank_cells_hold_only_signature_docstring_and_stub(edition):
+    path = ROOT / "notebooks" / f"{LESSON}.ipynb" if edition == "notebooks" else ROOT / "release" / LESSON / f"{LESSON}.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    blanks = [c for c in nb.cells if c.get("id", "").startswith("impl_")]
+    assert len(blanks) == len(drills.DRILLS)
+    for cell in blanks:
+        assert not HINT.search(cell.source), f"{cell.id}: a hint or solution reached the drill"
+        assert "# YOUR CODE HERE" in cell.source and "中文" in cell.source, cell.id
+
+
+def test_drill_docstrings_must_replace_every_reference_docstring():
+    code = 'def f(x):\n    """Hint: the answer."""\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION'
+    assert '"""Shapes only."""' in build.drill_source(code, 'def f(x):\n    """Shapes only."""', "t")
+    with pytest.raises(build.LessonError, match="missing"):
+        build.drill_source(code, 'def g(x):\n    """Shapes only."""', "t")
+
+
+# ---------------------------------------------------------------- practice mode
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A clean practice state with the progress file in tmp_path."""
+    monkeypatch.setattr(drills, "_STARTED", {})
+    monkeypatch.setattr(drills, "_UNLOCKED", set())
+    monkeypatch.setenv("DRILLS_PROGRESS", str(tmp_path / drills.PROGRESS_FILE))
+    return tmp_path / drills.PROGRESS_FILE
+
+
+def _reference_softmax():
+    from catalogue.reference import load
+
+    return load()["softmax"]
+
+
+def test_reveal_is_locked_before_an_attempt_and_after_a_failed_one(fresh, capsys):
+    drills.reveal("softmax")
+    drills.start("softmax")
+    wrong = next(obj for check, obj, _ in _catalogue("wrong") if check == "softmax")
+    drills.finish("softmax", checks.run_check("softmax", wrong))
+    drills.reveal("softmax")
+    out = capsys.readouterr().out
+    assert out.count("🔒") == 2 and "np.max" not in out and "未通过 / not yet" in out
+    assert json.loads(fresh.read_text())["softmax"] == {**json.loads(fresh.read_text())["softmax"],
+                                                        "passed": False, "attempts": 1, "best_seconds": None}
+
+
+def test_a_pass_records_time_and_unlocks_the_reference_and_its_mistakes(fresh, capsys):
+    drills.start("softmax")
+    drills.finish("softmax", checks.run_check("softmax", _reference_softmax()))
+    drills.reveal("softmax")
+    out = capsys.readouterr().out
+    assert "通过 / passed" in out and re.search(r"time taken \d+\.\d s", out)
+    assert "np.max(x, axis=axis, keepdims=True)" in out  # the reference source
+    for mid in drills.BY_NAME["softmax"].mistakes:
+        assert f"- {mid}: {mistakes.MISTAKES[mid][0]}" in out
+    entry = json.loads(fresh.read_text(encoding="utf-8"))["softmax"]
+    assert entry["passed"] and entry["attempts"] == 1 and entry["best_seconds"] >= 0
+
+
+def test_a_pass_in_the_progress_file_unlocks_a_new_session(fresh, capsys):
+    fresh.write_text(json.dumps({"LayerNorm": {"passed": True, "attempts": 2, "best_seconds": 90.0}}))
+    drills.reveal("LayerNorm")
+    assert "📖" in capsys.readouterr().out
+
+
+def test_give_up_unlocks_and_is_recorded(fresh, capsys):
+    drills.give_up("make_pad_mask")
+    out = capsys.readouterr().out
+    assert "📖" in out and "pad_mask_queries" in out
+    assert json.loads(fresh.read_text())["make_pad_mask"]["gave_up"] is True
+
+
+def test_reveal_without_the_reference_package_says_so(fresh, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "solutions", None)  # a self-study image without solutions
+    drills.give_up("softmax")
+    out = capsys.readouterr().out
+    assert "solutions is not installed" in out and "softmax_unstable" in out
+
+
+def test_nothing_is_written_outside_the_workspace(monkeypatch, tmp_path):
+    monkeypatch.delenv("DRILLS_PROGRESS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert drills.progress_path() is None
+    (tmp_path / "workspace").mkdir()
+    monkeypatch.chdir(tmp_path / "workspace")
+    assert drills.progress_path() == tmp_path / "workspace" / drills.PROGRESS_FILE
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert drills.progress_path() is None
+
+
+def test_progress_lists_every_drill(fresh, capsys):
+    drills.progress()
+    out = capsys.readouterr().out
+    assert all(d.name in out for d in drills.DRILLS)
+
+
+def test_reset_restores_the_blank_cell_and_keeps_a_backup(tmp_path, capsys):
+    pristine = nbformat.read(str(drills.pristine_notebook_path()), as_version=4)
+    work = tmp_path / f"{LESSON}.ipynb"
+    cell = next(c for c in pristine.cells if c.get("id") == "impl_softmax")
+    blank = cell.source
+    cell.source = "def softmax(x, axis=-1):\n    return x  # my attempt"
+    nbformat.write(pristine, str(work))
+    drills.reset("softmax", notebook=work)
+    restored = nbformat.read(str(work), as_version=4)
+    assert next(c for c in restored.cells if c.get("id") == "impl_softmax").source == blank
+    backups = list((tmp_path / "backup").glob("*.ipynb"))
+    assert len(backups) == 1 and "my attempt" in backups[0].read_text(encoding="utf-8")
+
+
+def test_mock_interview_draws_three_drills_with_what_they_build_on(tmp_path):
+    path = drills.mock_interview(3, seed=0, folder=tmp_path)
+    nb = nbformat.read(str(path), as_version=4)
+    blanks = [c.id for c in nb.cells if c.get("id", "").startswith("impl_")]
+    assert len(blanks) == 3
+    assert sum(c.get("id", "").startswith("drill_") for c in nb.cells) == 0  # no nbgrader cells in self-study
+    names = [d.name for d in drills.DRILLS if "impl_" + "_".join(d.objects) in blanks]
+    defined = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for name in names:  # each drill's check and reveal come along
+        assert f"report({name!r}, {name})" in defined and f"reveal({name!r})" in defined
+    seeds = {tuple(sorted(c.id for c in nbformat.read(str(drills.mock_interview(3, seed=s, folder=tmp_path / str(s))),
+                                                       as_version=4).cells if c.get("id", "").startswith("impl_")))
+             for s in range(1, 6) if (tmp_path / str(s)).mkdir() is None}
+    assert len(seeds) > 1, "the draw is random"
+
+
+def test_a_drill_that_builds_on_others_gets_them_provided():
+    nb = nbformat.read(str(drills.pristine_notebook_path()), as_version=4)
+    needs = drills._needs(nb, drills._groups(nb), "EncoderLayer", drills._provided_definitions())
+    assert needs is not None and {"MultiHeadAttention", "scaled_dot_product_attention", "FeedForward",
+                                  "ResidualLayerNorm", "LayerNorm"} <= set(needs)
+    assert needs.index("scaled_dot_product_attention") < needs.index("MultiHeadAttention")

@@ -1,0 +1,347 @@
+"""Practice mode of the 手撕 drill bank (lessons/09_drills.py): timer, verdict, progress, reveal,
+reset and mock interviews. Learner-side: never imports ``solutions`` until a reveal asks for it.
+
+    from tutor.drills import start, finish, reveal, give_up, reset, mock_interview, progress
+    start("softmax")                 # ⏱️ the timer of one drill
+    _ = report("softmax", softmax)   # the course check (tutor.grading), then:
+    finish("softmax", _)             # time taken, progress saved
+    reveal("softmax")                # the reference and its classic mistakes: only after a pass or give_up()
+    give_up("softmax")               # unlocks the reveal without a pass
+    reset("softmax")                 # the blank drill cell back into workspace/09_drills.ipynb
+    mock_interview()                 # workspace/mock_interview_<time>.ipynb with 3 random drills
+
+Progress (which drills passed, attempts, best time) is kept in ``drills_progress.json`` next to the
+notebook when it runs in the learner's ``workspace/`` (``make lab``), or in the file that the
+environment variable ``DRILLS_PROGRESS`` names; elsewhere (``notebooks/``, nbgrader) nothing is written.
+"""
+import ast
+import copy
+import datetime
+import inspect
+import json
+import os
+import random
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import mistakes
+
+LESSON = "09_drills"
+PROGRESS_FILE = "drills_progress.json"
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+WORKSPACE = "workspace"
+HEADER = "## 练习 "
+USES = re.compile(r"uses your ([^)]*)")  # how a drill's docstring names the earlier drills it builds on  # every drill's group of cells starts with a markdown cell that starts like this
+
+
+@dataclass(frozen=True)
+class Drill:
+    name: str            # the course check that grades it (tutor.checks.CHECKS)
+    title: str           # 中文 / English
+    minutes: int         # interview-style target time
+    mistakes: tuple      # tutor.mistakes ids its check names (tests/test_drills.py ties them to the catalogue)
+    code: tuple = ()     # the reference objects a reveal shows (default: (name,))
+
+    @property
+    def objects(self):
+        return self.code or (self.name,)
+
+
+DRILLS = [
+    Drill("softmax", "数值稳定的 softmax / stable softmax", 5, ("softmax_unstable", "softmax_ignores_axis")),
+    Drill("attention_numpy", "NumPy 注意力 / attention in NumPy", 8, ("no_scale",)),
+    Drill("scaled_dot_product_attention", "缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)", 10,
+          ("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
+           "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool")),
+    Drill("MultiHeadAttention", "多头注意力 / multi-head attention", 15,
+          ("no_scale", "scale_by_d_model", "split_heads_no_transpose", "merge_heads_no_transpose",
+           "view_without_contiguous", "missing_w_o", "kv_swapped")),
+    Drill("sinusoidal_positional_encoding", "正弦位置编码表 / sinusoidal positional encoding", 8,
+          ("pe_sin_cos_swapped", "pe_freq_factor_2", "pe_sin_cos_halves")),
+    Drill("PositionalEncoding", "位置编码模块 / positional-encoding module", 5, ("pe_not_sliced", "pe_sin_cos_swapped")),
+    Drill("apply_rope", "旋转位置编码 RoPE / rotary position embedding", 10, ("rope_half_split", "rope_rotation_inverted"),
+          code=("rope_frequencies", "apply_rope")),
+    Drill("FeedForward", "前馈网络 / feed-forward network", 5,
+          ("ffn_no_activation", "ffn_wrong_activation", "ffn_activation_after_fc2")),
+    Drill("LayerNorm", "LayerNorm", 8, ("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine")),
+    Drill("RMSNorm", "RMSNorm", 5, ("rms_subtracts_mean",)),
+    Drill("ResidualLayerNorm", "残差 + LayerNorm（Post-LN）/ residual + LayerNorm (Post-LN)", 3,
+          ("missing_residual", "pre_ln_instead_of_post")),
+    Drill("PreLNResidual", "Pre-LN 残差子层 / Pre-LN residual sublayer", 3, ("post_ln_instead_of_pre",)),
+    Drill("make_pad_mask", "填充掩码 / padding mask", 3, ("pad_mask_inverted", "pad_mask_queries")),
+    Drill("make_subsequent_mask", "因果掩码 / causal mask", 3,
+          ("causal_diagonal_hidden", "causal_next_visible", "causal_inverted")),
+    Drill("EncoderLayer", "编码器层 / encoder layer", 10, ("missing_residual", "pre_ln_instead_of_post")),
+    Drill("DecoderLayer", "解码器层 / decoder layer", 12,
+          ("missing_residual", "cross_attn_target_mask", "cross_attn_wrong_source")),
+    Drill("copy_loss", "忽略 PAD 的交叉熵 / cross-entropy that ignores PAD", 5, ("loss_includes_pad", "loss_sum_not_mean")),
+    Drill("exact_match", "序列完全匹配率 / sequence exact match", 5, ("em_whole_row", "em_token_accuracy")),
+]
+BY_NAME = {d.name: d for d in DRILLS}
+
+_STARTED = {}     # drill -> time.monotonic() at start()
+_UNLOCKED = set()  # drills passed or given up in this kernel
+
+
+def _drill(name):
+    if name not in BY_NAME:
+        raise KeyError(f"没有这个练习 / no drill named {name!r}; drills: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+# ---------------------------------------------------------------- progress file
+
+def progress_path():
+    """The progress file, or None where nothing may be written (outside the learner's workspace)."""
+    env = os.environ.get("DRILLS_PROGRESS")
+    if env:
+        return Path(env)
+    cwd = Path.cwd()
+    return cwd / PROGRESS_FILE if cwd.name == WORKSPACE and not os.environ.get("NBGRADER_EXECUTION") else None
+
+
+def load_progress():
+    """{drill: {"passed", "attempts", "best_seconds", "gave_up", "last"}} from the progress file ({} if none)."""
+    path = progress_path()
+    if path is None or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _record(name, passed, seconds=None, gave_up=False):
+    path = progress_path()
+    if path is None:
+        return None
+    data = load_progress()
+    entry = data.setdefault(name, {"passed": False, "attempts": 0, "best_seconds": None, "gave_up": False})
+    if gave_up:
+        entry["gave_up"] = True
+    else:
+        entry["attempts"] += 1
+        if passed:
+            entry["passed"] = True
+            if seconds is not None and (entry["best_seconds"] is None or seconds < entry["best_seconds"]):
+                entry["best_seconds"] = round(seconds, 1)
+    entry["last"] = datetime.datetime.now().isoformat(timespec="seconds")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def progress():
+    """Print every drill with its status and best time from the progress file."""
+    data, path = load_progress(), progress_path()
+    where = path.name if path else "未保存：不在 workspace/ 中运行 / not saved: not running in workspace/"
+    print(f"练习进度 / drill progress ({where})")
+    for i, d in enumerate(DRILLS, 1):
+        entry = data.get(d.name, {})
+        mark = "✅" if entry.get("passed") else ("🏳️" if entry.get("gave_up") else "·")
+        best = f"{entry['best_seconds']:.1f} s" if entry.get("best_seconds") is not None else "-"
+        print(f"{mark} {i:2d}. {d.name:32s} 目标 / target {d.minutes:2d} min   最好 / best {best}")
+
+
+# ---------------------------------------------------------------- timer, verdict
+
+def start(name):
+    """Start (or restart) the timer of drill ``name``."""
+    d = _drill(name)
+    _STARTED[name] = time.monotonic()
+    print(f"⏱️ {name}: 计时开始，目标 {d.minutes} 分钟 / timer started, target {d.minutes} min. "
+          f"写好下面的单元格后运行检查 / write the cell below, then run the check")
+
+
+def finish(name, result):
+    """After ``report(name, obj)``: the time taken, and the attempt recorded (a pass unlocks ``reveal``)."""
+    _drill(name)
+    if result is None:  # no reference package here: the check could not judge
+        print("⏱️ 无法判定，未计入进度 / no verdict, nothing recorded")
+        return
+    seconds = time.monotonic() - _STARTED[name] if name in _STARTED else None
+    took = f"用时 / time taken {seconds:.1f} s" if seconds is not None else "没有计时：先运行 start / not timed: run start first"
+    if result.passed:
+        _UNLOCKED.add(name)
+    saved = _record(name, result.passed, seconds)
+    verdict = "通过 / passed" if result.passed else "未通过 / not yet"
+    note = f"进度已记录 / progress saved in {saved.name}" if saved else "进度未保存（不在 workspace/ 中）/ progress not saved (not in workspace/)"
+    print(f"⏱️ {name}: {verdict}, {took}; {note}")
+
+
+def give_up(name):
+    """Unlock the reveal of drill ``name`` without a pass (recorded as given up), and reveal it."""
+    _drill(name)
+    _UNLOCKED.add(name)
+    _record(name, False, gave_up=True)
+    reveal(name)
+
+
+# ---------------------------------------------------------------- reveal
+
+def _unlocked(name):
+    return name in _UNLOCKED or load_progress().get(name, {}).get("passed", False)
+
+
+def reveal(name):
+    """The reference solution and the classic mistakes of drill ``name`` -- only after a passing
+    attempt (this session or in the progress file) or ``give_up(name)``."""
+    d = _drill(name)
+    if not _unlocked(name):
+        print(f"🔒 {name}: 先写出能通过检查的答案，或者运行 give_up({name!r}) 再看参考答案 / "
+              f"pass the check first, or call give_up({name!r}) to see the reference")
+        return
+    print(f"📖 {name}: 参考答案 / reference solution")
+    try:
+        import solutions
+    except ImportError:
+        print("（这个环境没有安装参考实现 solutions，看不到参考代码 / the reference package solutions is not "
+              "installed here, so the reference code cannot be shown）")
+    else:
+        for obj in d.objects:
+            lines = inspect.getsource(getattr(solutions, obj)).rstrip().split("\n")
+            print("\n".join(line for line in lines if line.strip() not in MARKERS) + "\n")
+    print(f"常见错误（检查会指出名字）/ classic mistakes (the check names them):")
+    for mid in d.mistakes:
+        zh, en = mistakes.MISTAKES[mid]
+        print(f"- {mid}: {zh} / {en}")
+
+
+# ---------------------------------------------------------------- pristine notebook, reset, mock
+
+def pristine_notebook_path():
+    """notebooks/09_drills.ipynb of this course (the generated, blank edition)."""
+    for root in (Path.cwd().parent, Path(__file__).resolve().parents[1]):
+        path = root / "notebooks" / f"{LESSON}.ipynb"
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"找不到 / cannot find notebooks/{LESSON}.ipynb")
+
+
+def _read(path):
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def _write(nb, path):
+    import nbformat
+
+    nbformat.write(nb, str(path))
+
+
+def _groups(nb):
+    """{drill name: [cell indices of its group]} in notebook order (a group starts at a HEADER cell)."""
+    groups, current = {}, None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            current = [] if cell.source.startswith(HEADER) else None
+        if current is None:
+            continue
+        current.append(i)
+        if cell.cell_type == "code" and cell.get("id", "").startswith("impl_"):
+            name = next(d.name for d in DRILLS if cell.id == "impl_" + "_".join(d.objects))
+            groups[name] = current
+    return groups
+
+
+def reset(name, notebook=None):
+    """Put the blank cell of drill ``name`` back into ``notebook`` (default: workspace/09_drills.ipynb);
+    the old file is kept in workspace/backup/. Reload the notebook from disk afterwards."""
+    d = _drill(name)
+    target = Path(notebook) if notebook else Path.cwd() / f"{LESSON}.ipynb"
+    pristine = {c.get("id"): c for c in _read(pristine_notebook_path()).cells}
+    cell_id = "impl_" + "_".join(d.objects)
+    nb = _read(target)
+    cells = [c for c in nb.cells if c.get("id") == cell_id]
+    if not cells:
+        raise ValueError(f"{target.name} 里没有练习 {name} 的单元格 / has no cell of drill {name}")
+    backup = target.parent / "backup" / f"{target.stem}-{datetime.datetime.now():%Y%m%d-%H%M%S}.ipynb"
+    backup.parent.mkdir(parents=True, exist_ok=True)
+    _write(nb, backup)
+    cells[0].source = pristine[cell_id].source
+    cells[0].outputs, cells[0].execution_count = [], None
+    _write(nb, target)
+    _STARTED.pop(name, None)
+    print(f"↩️ {name}: 已恢复空白单元格 / blank cell restored in {target.name} (旧文件 / old file: backup/{backup.name}). "
+          f"请在 JupyterLab 里 File → Reload Notebook from Disk / reload the notebook from disk")
+    return target
+
+
+def _uses(source):
+    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+
+
+def _provided_definitions():
+    """{name: source} of every top-level def/class in the collapsed (provided) cells of the chapter
+    notebooks: what a mock interview may hand over for a drill that builds on another."""
+    found = {}
+    for path in sorted(pristine_notebook_path().parent.glob("*.ipynb")):
+        for cell in _read(path).cells:
+            if cell.cell_type != "code" or not cell.metadata.get("jupyter", {}).get("source_hidden"):
+                continue
+            tree = ast.parse(cell.source)
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    found.setdefault(node.name, ast.get_source_segment(cell.source, node))
+    return found
+
+
+def _needs(nb, groups, name, provided):
+    """Provided definitions drill ``name`` needs (its docstring says "uses your ``X``"; then what X
+    uses, transitively), in dependency order; None if one is not provided by any chapter."""
+    exercised = {o for d in DRILLS for o in d.objects}
+    blank = "\n".join(nb.cells[i].source for i in groups[name] if nb.cells[i].get("id", "").startswith("impl_"))
+    order, todo = [], sorted(({n for m in USES.findall(blank) for n in re.findall(r"``(\w+)``", m)} & exercised) - set(_drill(name).objects))
+    while todo:
+        dep = todo.pop()
+        if dep in order:
+            continue
+        if dep not in provided:
+            return None
+        order.insert(0, dep)
+        todo += sorted((_uses(provided[dep]) & exercised) - set(order))
+    return order
+
+
+def mock_interview(k=3, seed=None, folder=None):
+    """Write a notebook with ``k`` random drills (and, collapsed, what they build on) into the
+    workspace; returns its path. Only drills whose prerequisites the chapters provide are drawn."""
+    import nbformat
+
+    nb = _read(pristine_notebook_path())
+    groups, provided = _groups(nb), _provided_definitions()
+    eligible = [n for n in groups if _needs(nb, groups, n, provided) is not None]
+    chosen = sorted(random.Random(seed).sample(eligible, k), key=list(groups).index)
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    intro = nbformat.v4.new_markdown_cell(
+        "# 模拟面试 / Mock interview\n\n"
+        f"随机抽取的 {k} 道题：{'、'.join(chosen)}。每题先运行 ⏱️ 单元格开始计时，写完运行检查单元格，"
+        "看用时和判定；通过（或 `give_up(...)`）之后才能看参考答案。\n\n"
+        f"{k} random drills: {', '.join(chosen)}. Run each ⏱️ cell to start its timer, write the code, run "
+        "the check cell for the time and the verdict; the reference opens only after a pass (or `give_up(...)`).",
+        id="mock_intro")
+    cells = [intro, copy.deepcopy(setup)]
+    deps = []
+    for name in chosen:
+        deps += [d for d in _needs(nb, groups, name, provided) if d not in deps and d not in chosen]
+    if deps:
+        given = nbformat.v4.new_code_cell("\n\n\n".join(provided[d] for d in deps), id="mock_provided")
+        given.metadata.update({"jupyter": {"source_hidden": True}, "editable": False, "deletable": False})
+        cells.append(given)
+    for name in chosen:
+        cells += [copy.deepcopy(nb.cells[i]) for i in groups[name]]
+    mock = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(nb.metadata))
+    folder = Path(folder) if folder else Path.cwd()
+    path = folder / f"mock_interview_{datetime.datetime.now():%Y%m%d-%H%M%S}.ipynb"
+    _write(mock, path)
+    print(f"🎲 模拟面试已生成 / mock interview written: {path.name} ({', '.join(chosen)})")
+    return path
+
+
+if __name__ == "__main__":  # python -m tutor.drills [k]: a mock interview in the current folder
+    import sys
+
+    mock_interview(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
