@@ -1208,6 +1208,373 @@ CHECKS = {
 }
 
 
+# ---------------------------------------------------------------- LLM components (docs/CONTRACT_LLM.md)
+
+def check_repeat_kv(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(30)
+    cases = [Case(f"x {shape}, n_rep={n}", {"x": _randn(g, *shape)}, {"n_rep": n})
+             for shape, n in (((2, 2, 3, 4), 2), ((1, 3, 2, 5), 3), ((1, 1, 4, 2), 4), ((2, 2, 3, 4), 1))]
+    call = lambda f, case, x: f(x["x"], case["n_rep"])  # noqa: E731
+    learner, reference = _function_check("repeat_kv", ("out",), call, solutions.repeat_kv, grads=("x",))
+    return _run("repeat_kv", fn, cases, learner, reference)
+
+
+def _gqa_forward(m, case, x):
+    out, cache = m(x["x"], case.get("mask"), case.get("cache"))
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+        raise _Fail("GroupedQueryAttention.forward 应返回 (out, (k, v)) / must return (out, (k, v))")
+    return out, cache[0], cache[1]
+
+
+def check_GroupedQueryAttention(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(31)
+    keep = torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]], dtype=torch.bool)
+    pad_causal = keep[:, None, None, :] & torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
+    cases = []
+
+    def add(label, d_model, H, G, B, T, rope=True, mask=None, T_past=0):
+        inputs = {"x": _randn(g, B, T, d_model)}
+        if mask is not None:
+            inputs["mask"] = mask
+        if T_past:
+            d_k = d_model // H
+            inputs["cache"] = (_randn(g, B, G, T_past, d_k, scale=2.0), _randn(g, B, G, T_past, d_k))
+        cases.append(Case(label, inputs, {"cfg": (d_model, H, G), "rope": rope}))
+
+    add("GQA H=4 G=2, 因果 & 填充，含整行被屏蔽 / causal & padding, a fully masked row", 32, 4, 2, 2, 5, mask=pad_causal)
+    add("MQA H=4 G=1, 无掩码、无 RoPE / no mask, no RoPE, B=1", 16, 4, 1, 1, 4, rope=False)
+    add("MHA H=2 G=2, 因果 / causal", 16, 2, 2, 2, 5, mask=torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None])
+    add("KV 缓存 / KV cache: T_past=3, T=2 (T_q≠T_k), H=4 G=2", 32, 4, 2, 2, 2, T_past=3)
+    add("B=1 H=1 G=1, KV 缓存 / KV cache T_past=4, T=1", 8, 1, 1, 1, 1, T_past=4)
+    learner, reference, ref_for = _module_check(
+        "GroupedQueryAttention", ("out", "k_cache", "v_cache"), lambda case: (case["cfg"], {"rope": case["rope"]}),
+        _gqa_forward, grads=("x",))
+    return _run("GroupedQueryAttention", cls, cases, learner, reference, ref_for)
+
+
+def check_SwiGLU(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(32)
+    cases = [Case("x (2, 5, 8), d_ff=12", {"x": _randn(g, 2, 5, 8)}, {"d_ff": 12}),
+             Case("B=1, x (1, 3, 8), d_ff=16", {"x": _randn(g, 1, 3, 8, scale=2.0)}, {"d_ff": 16}),
+             Case("2 维输入 / 2-D input x (4, 6), d_ff=10", {"x": _randn(g, 4, 6)}, {"d_ff": 10})]
+    learner, reference, ref_for = _module_check(
+        "SwiGLU", ("out",), lambda case: ((case["x"].size(-1), case["d_ff"]), {}),
+        lambda m, case, x: m(x["x"]), grads=("x",))
+    return _run("SwiGLU", cls, cases, learner, reference, ref_for)
+
+
+def check_GPTBlock(cls):
+    import torch
+
+    g = torch.Generator().manual_seed(33)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
+    keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    cases = [Case("因果 & 填充 / causal & padding, B=2 T=5 d_model=16 H=4 G=2", {"x": _randn(g, 2, 5, 16), "mask": causal & keep},
+                  {"cfg": (16, 4, 2, 24)}),
+             Case("因果 / causal, B=1 T=4 d_model=8 H=2 G=1", {"x": _randn(g, 1, 4, 8), "mask": causal[..., :4, :4]},
+                  {"cfg": (8, 2, 1, 12)})]
+    learner, reference, ref_for = _module_check(
+        "GPTBlock", ("out",), lambda case: (case["cfg"], {}), lambda m, case, x: m(x["x"], case.get("mask"))[0],
+        grads=("x",))
+    return _run("GPTBlock", cls, cases, learner, reference, ref_for)
+
+
+GPT_CFG = dict(d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, max_len=16)
+
+
+def check_GPT(cls):
+    import torch
+
+    cases = [Case("B=2 T=6, 不共享权重 / untied", {"idx": torch.tensor([[3, 4, 5, 6, 7, 8], [1, 9, 9, 2, 0, 10]])},
+                  {"tie": False}),
+             Case("B=1 T=4, tie_weights=True", {"idx": torch.tensor([[5, 2, 7, 1]])}, {"tie": True})]
+    learner, reference, ref_for = _module_check(
+        "GPT", ("logits",), lambda case: ((11,), {**GPT_CFG, "tie_weights": case["tie"]}),
+        lambda m, case, x: m(case["idx"]), grads=())
+    return _run("GPT", cls, cases, learner, reference, ref_for)
+
+
+def _provided(*names):
+    """The reference source of ``names`` (and what they use) run outside ``solutions``, as a notebook's
+    provided cell: a model the learner's function may call while the guard watches."""
+    import inspect
+
+    import torch
+    import torch.nn.functional as F
+
+    import solutions
+
+    namespace = {"math": math, "torch": torch, "nn": torch.nn, "F": F}
+    for name in names:
+        exec(compile(inspect.getsource(getattr(solutions, name)), f"<provided {name}>", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+def _moderate(module, seed):
+    """Weights of moderate size, so that sampled and greedy tokens vary (the 0.02 init is nearly uniform)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(1 + 0.3 * torch.randn(p.shape, generator=gen) if p.dim() == 1
+                    else torch.randn(p.shape, generator=gen) / math.sqrt(p.size(-1)))
+    return module.eval()
+
+
+def check_generate(fn):
+    import torch
+
+    import solutions
+
+    ns = _provided("scaled_dot_product_attention", "rope_frequencies", "apply_rope", "RMSNorm", "repeat_kv",
+                   "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT")
+    torch.manual_seed(34)
+    model = _moderate(ns["GPT"](13, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, max_len=64), 35)
+    prompt = torch.tensor([[3, 4, 5], [7, 1, 2]])
+    cases = [Case(label, {"idx": prompt if B == 2 else prompt[:1]},
+                  {"model": model, "max_new_tokens": n, "seed": 36 + i, "kwargs": kwargs})
+             for i, (label, B, n, kwargs) in enumerate([
+                 ("贪心、用缓存 / greedy with cache, B=2", 2, 6, dict(temperature=0.0)),
+                 ("贪心、不用缓存 / greedy without cache, B=1", 1, 5, dict(temperature=0.0, use_cache=False)),
+                 ("采样 top-k=5 top-p=0.9 T=0.8、用缓存 / sampling with cache", 2, 7,
+                  dict(temperature=0.8, top_k=5, top_p=0.9)),
+                 ("采样 T=1.5、不用缓存 / sampling without cache", 2, 5, dict(temperature=1.5, use_cache=False))])]
+
+    def call(f, case):
+        gen = torch.Generator().manual_seed(case["seed"])
+        return {"tokens": f(case["model"], case["idx"].clone(), case["max_new_tokens"], generator=gen, **case["kwargs"])}
+
+    reference = lambda case: _cached(case, lambda: call(solutions.generate, case))  # noqa: E731
+    return _run("generate", fn, cases, call, reference)
+
+
+def _neg_inf_as_min(t):
+    """-inf and the dtype's most negative finite number both block a token: compare them as one."""
+    import torch
+
+    if type(t) is not torch.Tensor or not t.dtype.is_floating_point:
+        return t
+    return t.masked_fill(t == float("-inf"), torch.finfo(t.dtype).min)
+
+
+def check_top_k_filter(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(37)
+    ties = torch.tensor([[3.0, 2.0, 2.0, 1.0, 0.5, 2.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])
+    cases = [Case("logits (3, 10), k=3", {"logits": _randn(g, 3, 10, scale=2.0)}, {"k": 3}),
+             Case("第 k 个有并列 / ties at the k-th, k=2", {"logits": ties}, {"k": 2}),
+             Case("k=1, 3 维 / 3-D (2, 2, 7)", {"logits": _randn(g, 2, 2, 7)}, {"k": 1}),
+             Case("k >= V", {"logits": _randn(g, 2, 5)}, {"k": 5})]
+    call = lambda f, case, x: _neg_inf_as_min(f(case["logits"].clone(), case["k"]))  # noqa: E731
+    learner, reference = _function_check("top_k_filter", ("out",), call, solutions.top_k_filter)
+    return _run("top_k_filter", fn, cases, learner, reference)
+
+
+def check_top_p_filter(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(38)
+    exact = torch.tensor([[0.5, 0.25, 0.125, 0.125], [0.125, 0.125, 0.25, 0.5]]).log()  # exact binary fractions
+    cases = [Case("随机 / random (4, 12), p=0.8", {"logits": _randn(g, 4, 12, scale=2.0)}, {"p": 0.8}),
+             Case("越过 p 的词元 / the token that crosses p, p=0.6", {"logits": exact}, {"p": 0.6}),
+             Case("最大的词元已超过 p / the top token alone exceeds p, p=0.3, B=1", {"logits": exact[:1]}, {"p": 0.3})]
+    call = lambda f, case, x: _neg_inf_as_min(f(case["logits"].clone(), case["p"]))  # noqa: E731
+    learner, reference = _function_check("top_p_filter", ("out",), call, solutions.top_p_filter)
+    return _run("top_p_filter", fn, cases, learner, reference)
+
+
+def _sampling_cases(seed):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    cases = [Case(f"T={t}, top_k={k}, top_p={p}, logits {shape}", {"logits": _randn(g, *shape, scale=2.0)},
+                  {"temperature": t, "top_k": k, "top_p": p, "seed": seed + i})
+             for i, (t, k, p, shape) in enumerate([(0.7, None, None, (16, 8)), (1.3, 4, None, (16, 9)),
+                                                   (0.9, 6, 0.8, (16, 10)), (0.5, None, 0.7, (1, 6))])]
+    exact = torch.tensor([[0.5, 0.25, 0.125, 0.125]]).log().expand(8, 4)  # top-k first leaves 2/3, 1/3: top-p keeps 1
+    cases.append(Case("先 top-k 再 top-p / top-k before top-p: top_k=2, top_p=0.6", {"logits": exact},
+                      {"temperature": 1.0, "top_k": 2, "top_p": 0.6, "seed": seed + 4}))
+    return cases
+
+
+def check_sampling_probs(fn):
+    import solutions
+
+    call = lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"])  # noqa: E731
+    learner, reference = _function_check("sampling_probs", ("probs",), call, solutions.sampling_probs)
+    return _run("sampling_probs", fn, _sampling_cases(39), learner, reference)
+
+
+def check_sample_next_token(fn):
+    import torch
+
+    import solutions
+
+    cases = _sampling_cases(40)
+    cases.append(Case("温度 0 = 贪心 / temperature 0 = greedy", {"logits": cases[0]["logits"]},
+                      {"temperature": 0.0, "top_k": None, "top_p": None, "seed": 0}))
+
+    def call(f, case, x):
+        return f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"],
+                 generator=torch.Generator().manual_seed(case["seed"]))
+
+    learner, reference = _function_check("sample_next_token", ("tokens",), call, solutions.sample_next_token)
+    return _run("sample_next_token", fn, cases, learner, reference)
+
+
+def check_beam_search(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(41)
+    tables = [torch.log_softmax(1.5 * torch.randn(8, 5, 5, generator=g), -1) for _ in range(2)]
+    short = torch.full((4, 3, 3), -20.0)  # a short output wins the raw sum, a longer one the normalised score
+    short[0, 1] = torch.tensor([-1.0, -0.4, -20.0])
+    short[1, 1] = torch.tensor([-0.8, -20.0, -20.0])
+    markov = lambda table: (lambda ys: table[ys.size(1) - 1, ys[:, -1]])  # noqa: E731
+    torch.manual_seed(42)
+    gpt = _moderate(_provided("scaled_dot_product_attention", "rope_frequencies", "apply_rope", "RMSNorm", "repeat_kv",
+                              "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT")["GPT"](
+        9, d_model=16, num_heads=2, num_kv_heads=1, d_ff=24, max_len=32), 43)
+    gpt_step = lambda ys: torch.log_softmax(gpt(ys)[:, -1], -1)  # noqa: E731
+    cases = [Case(label, {"prefix": prefix}, {"step_fn": step, "beam_size": k, "max_new_tokens": n, "eos_id": eos, "alpha": a})
+             for label, prefix, step, k, n, eos, a in [
+                 ("马尔可夫表 / Markov table, beam 3, alpha=0", torch.tensor([1, 2]), markov(tables[0]), 3, 6, 0, 0.0),
+                 ("长度归一化 / length normalisation, alpha=1", torch.tensor([1]), markov(short), 2, 3, 0, 1.0),
+                 ("马尔可夫表 / Markov table, beam 4, alpha=0.7", torch.tensor([3]), markov(tables[1]), 4, 7, 0, 0.7),
+                 ("小 GPT / a small GPT, beam 3, alpha=0.6", torch.tensor([3, 4]), gpt_step, 3, 6, 0, 0.6)]]
+
+    def call(f, case, x):
+        return f(case["step_fn"], case["prefix"].clone(), case["beam_size"], case["max_new_tokens"], case["eos_id"],
+                 alpha=case["alpha"])
+
+    learner, reference = _function_check("beam_search", ("tokens", "score"), call, solutions.beam_search)
+    return _run("beam_search", fn, cases, learner, reference)
+
+
+def check_softmax_backward(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(44)
+    cases = []
+    for shape, dim in (((3, 5), -1), ((2, 3, 4), 1), ((4, 3), 0), ((6,), 0)):
+        y = torch.softmax(_randn(g, *shape, scale=2.0), dim)
+        cases.append(Case(f"y {shape}, dim={dim}", {"y": y, "grad_y": _randn(g, *shape)}, {"dim": dim}))
+    call = lambda f, case, x: f(case["y"].clone(), case["grad_y"].clone(), case["dim"])  # noqa: E731
+    learner, reference = _function_check("softmax_backward", ("grad_x",), call, solutions.softmax_backward)
+    return _run("softmax_backward", fn, cases, learner, reference)
+
+
+def check_layer_norm_backward(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(45)
+    cases = [Case(f"x {shape}, eps={eps}", {"x": _randn(g, *shape, scale=2.0) + 0.5, "weight": 1 + _randn(g, shape[-1], scale=0.3),
+                                            "grad_out": _randn(g, *shape)}, {"eps": eps})
+             for shape, eps in (((2, 5, 8), 1e-5), ((4, 6), 1e-3), ((1, 3, 4), 1e-5))]
+    call = lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(), case["eps"])  # noqa: E731
+    learner, reference = _function_check("layer_norm_backward", ("grad_x", "grad_weight", "grad_bias"), call,
+                                         solutions.layer_norm_backward)
+    return _run("layer_norm_backward", fn, cases, learner, reference)
+
+
+def check_cross_entropy(fn):
+    import torch
+
+    import solutions
+
+    g = torch.Generator().manual_seed(46)
+    cases = [Case("logits (2, 5, 7), 无平滑 / no smoothing, ignore_index=0",
+                  {"logits": _randn(g, 2, 5, 7, scale=2.0), "target": torch.tensor([[3, 4, 5, 0, 0], [6, 2, 0, 0, 0]])},
+                  {"ignore_index": 0, "label_smoothing": 0.0}),
+             Case("标签平滑 / label smoothing 0.1, ignore_index=-100, (6, 5)",
+                  {"logits": _randn(g, 6, 5, scale=2.0), "target": torch.tensor([0, 1, 2, 3, 4, -100])},
+                  {"ignore_index": -100, "label_smoothing": 0.1}),
+             Case("平滑 0.2 + 忽略 / smoothing 0.2 + ignore_index=3, B=1",
+                  {"logits": _randn(g, 1, 6, 4, scale=3.0), "target": torch.tensor([[3, 1, 3, 0, 2, 3]])},
+                  {"ignore_index": 3, "label_smoothing": 0.2}),
+             Case("大 logits / large logits (~1000)", {"logits": _randn(g, 3, 4) + 1000.0, "target": torch.tensor([0, 3, 1])},
+                  {"ignore_index": -100, "label_smoothing": 0.0})]
+    call = lambda f, case, x: f(x["logits"], case["target"].clone(), ignore_index=case["ignore_index"],  # noqa: E731
+                                label_smoothing=case["label_smoothing"])
+    learner, reference = _function_check("cross_entropy", ("loss",), call, solutions.cross_entropy, grads=("logits",))
+    return _run("cross_entropy", fn, cases, learner, reference)
+
+
+def check_make_sliding_window_mask(fn):
+    import solutions
+
+    cases = [Case(f"T={T}, window={w}", {}, {"T": T, "window": w}) for T, w in ((6, 3), (5, 1), (7, 2), (4, 9))]
+    call = lambda f, case, _: f(case["T"], case["window"])  # noqa: E731
+    learner, reference = _function_check("make_sliding_window_mask", ("mask",), call, solutions.make_sliding_window_mask)
+    return _run("make_sliding_window_mask", fn, cases, learner, reference)
+
+
+def check_attention_flops_and_memory(fn):
+    import solutions
+
+    keys = ("n", "d", "H", "num_kv_heads", "batch", "bytes_per_element")
+    cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)), {}, dict(zip(keys, values)))
+             for values in ((128, 64, 4, None, 1, 4), (1024, 512, 8, 2, 2, 2), (4096, 4096, 32, 8, 1, 2), (16, 32, 4, 1, 3, 8))]
+    call = lambda f, case, _: f(*(case[k] for k in keys[:3]), num_kv_heads=case["num_kv_heads"], batch=case["batch"],  # noqa: E731
+                                bytes_per_element=case["bytes_per_element"])
+    learner, reference = _function_check("attention_flops_and_memory", ("flops", "attn_bytes"), call,
+                                         solutions.attention_flops_and_memory)
+    return _run("attention_flops_and_memory", fn, cases, learner, reference)
+
+
+def check_kv_cache_bytes(fn):
+    import solutions
+
+    keys = ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element")
+    cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)), {}, dict(zip(keys, values)))
+             for values in ((32, 8, 128, 1, 1, 2), (32, 32, 128, 4096, 1, 2), (2, 1, 16, 10, 3, 4))]
+    call = lambda f, case, _: f(*(case[k] for k in keys[:3]), seq_len=case["seq_len"], batch=case["batch"],  # noqa: E731
+                                bytes_per_element=case["bytes_per_element"])
+    learner, reference = _function_check("kv_cache_bytes", ("bytes",), call, solutions.kv_cache_bytes)
+    return _run("kv_cache_bytes", fn, cases, learner, reference)
+
+
+CHECKS.update({
+    "repeat_kv": check_repeat_kv,
+    "GroupedQueryAttention": check_GroupedQueryAttention,
+    "SwiGLU": check_SwiGLU,
+    "GPTBlock": check_GPTBlock,
+    "GPT": check_GPT,
+    "generate": check_generate,
+    "top_k_filter": check_top_k_filter,
+    "top_p_filter": check_top_p_filter,
+    "sampling_probs": check_sampling_probs,
+    "sample_next_token": check_sample_next_token,
+    "beam_search": check_beam_search,
+    "softmax_backward": check_softmax_backward,
+    "layer_norm_backward": check_layer_norm_backward,
+    "cross_entropy": check_cross_entropy,
+    "make_sliding_window_mask": check_make_sliding_window_mask,
+    "attention_flops_and_memory": check_attention_flops_and_memory,
+    "kv_cache_bytes": check_kv_cache_bytes,
+})
+
+
 def run_check(name, obj):
     """Run the check ``name`` on the learner's object; never raises for a wrong answer."""
     if name not in CHECKS:

@@ -669,3 +669,385 @@ EXCEPTIONS = [
     ("bitwise_not", "mask_not_bool"),
     ("is not broadcastable to the scores", "mask_shape"),  # the course's scaled_dot_product_attention
 ]
+
+
+# ---------------------------------------------------------------- LLM components (docs/CONTRACT_LLM.md)
+
+MISTAKES.update({
+    "gqa_repeat_not_interleave": ("KV 头的复制顺序错了：用了 repeat（第 h 个查询头拿到 KV 头 h % G），应是 repeat_interleave（相邻的 H/G 个查询头共用 KV 头 h // (H/G)）",
+                                  "KV heads repeated in the wrong order: repeat gives query head h the KV head h % G; use repeat_interleave (adjacent H/G query heads share KV head h // (H/G))"),
+    "kv_cache_positions_reset": ("用 KV 缓存时新词元的 RoPE 位置从 0 重新算了：新词元的位置是 T_past, T_past + 1, ……",
+                                 "with a KV cache the new tokens are rotated as if they were at position 0: their positions are T_past, T_past + 1, ..."),
+    "kv_cache_before_rope": ("缓存里存的是旋转之前的键：契约要求缓存存 RoPE 之后的键（之后每步不必再旋转旧键）",
+                             "the cache holds keys before RoPE: the contract caches the rotated keys (old keys are never rotated again)"),
+    "rope_on_values": ("RoPE 也作用到了 V 上：只旋转 Q 和 K（位置信息只进入打分），V 不旋转",
+                       "RoPE is applied to V too: rotate only Q and K (positions enter the scores), never V"),
+    "swiglu_gate_wrong_branch": ("SiLU 放错了分支：应是 down(silu(gate(x)) * up(x))，SiLU 作用在 gate_proj 上，up_proj 保持线性",
+                                 "SiLU on the wrong branch: it is down(silu(gate(x)) * up(x)), SiLU on gate_proj, up_proj stays linear"),
+    "swiglu_sigmoid_gate": ("门用了 sigmoid（原始 GLU）：SwiGLU 的门是 SiLU(x) = x·sigmoid(x)",
+                            "the gate uses sigmoid (the original GLU): SwiGLU's gate is SiLU(x) = x·sigmoid(x)"),
+    "swiglu_silu_after_product": ("SiLU 作用在乘积上：应先 silu(gate(x))，再乘 up(x)",
+                                  "SiLU applied to the product: take silu(gate(x)) first, then multiply by up(x)"),
+    "gpt_no_final_norm": ("最后一个块之后缺少最终的 RMSNorm：Pre-LN 的残差路径从不归一化，lm_head 之前要有 norm",
+                          "the final RMSNorm after the last block is missing: a Pre-LN residual stream is never normalised, so apply norm before lm_head"),
+    "generate_cache_refeeds_prefix": ("用缓存时每一步又把整个序列喂了进去：缓存里已有前缀的键值，之后每步只喂新生成的那个词元",
+                                      "with a cache the whole sequence is fed again at every step: the cache already holds the prefix, feed only the newest token"),
+    "top_k_ties_dropped": ("top-k 只按下标保留了恰好 k 个：与第 k 大并列的词元也要保留（logits >= 第 k 大的值）",
+                           "top-k kept exactly k by index: tokens tied with the k-th largest are kept too (logits >= the k-th value)"),
+    "top_k_off_by_one": ("top-k 差一：保留了 k+1 或 k−1 个（第 k 大是排序后下标 k−1 的那个）",
+                         "top-k off by one: k+1 or k−1 tokens kept (the k-th largest sits at sorted index k−1)"),
+    "top_k_fill_zero": ("被过滤的 logit 设成了 0 而不是 -inf：softmax 后它们仍有概率",
+                        "filtered logits set to 0 instead of -inf: they keep probability after the softmax"),
+    "top_p_drops_crossing_token": ("top-p 丢掉了越过 p 的那个词元：应保留累计概率首次 >= p 的最小集合（它之前的累计概率 < p 就保留）",
+                                   "top-p drops the token that crosses p: keep the smallest set whose mass is >= p (a token stays while the mass before it is < p)"),
+    "top_p_not_sorted": ("top-p 的累计概率没有先按概率从大到小排序：按词表顺序累加得到的不是“最可能的词元”集合",
+                         "top-p accumulates the mass in vocabulary order: sort the probabilities in descending order first"),
+    "temperature_after_softmax": ("温度用在了 softmax 之后：应先用温度除 logits，再做 softmax",
+                                  "temperature applied after the softmax: divide the logits by the temperature, then take the softmax"),
+    "filters_order_swapped": ("top-k 和 top-p 的顺序反了：先 top-k，再在剩下的词元上做 top-p",
+                              "top-k and top-p in the wrong order: top-k first, then top-p on what is left"),
+    "sample_argmax": ("采样时取了 argmax：temperature > 0 时要用 torch.multinomial 从分布中抽样",
+                      "argmax where sampling was asked: for temperature > 0 draw with torch.multinomial"),
+    "beam_no_length_norm": ("束搜索没有做长度归一化：分数应是 logp_sum / n ** alpha，否则偏爱短输出",
+                            "beam search without length normalisation: the score is logp_sum / n ** alpha, otherwise short outputs win"),
+    "beam_finished_extended": ("已经输出 EOS 的束还在继续扩展：结束的束应移出存活集合，不再扩展",
+                               "beams that emitted EOS are still extended: finished beams leave the alive set and stop"),
+    "beam_norm_counts_prefix": ("长度归一化把前缀也算进了长度：n 只数生成的词元（含 EOS，不含前缀）",
+                                "the length normalisation counts the prefix: n is the number of generated tokens (EOS included, prefix excluded)"),
+    "softmax_backward_missing_sum": ("softmax 反向漏了求和项：grad_x = y * (grad_y - sum(grad_y * y))，雅可比矩阵不只是对角线",
+                                     "softmax backward misses the sum term: grad_x = y * (grad_y - sum(grad_y * y)); the Jacobian is not diagonal"),
+    "backward_sum_wrong_axis": ("反向里的求和沿错了轴：沿 softmax 的 dim 求和（keepdim=True）",
+                                "the backward sums over the wrong axis: sum along the softmax's dim (keepdim=True)"),
+    "ln_backward_missing_mean_terms": ("LayerNorm 反向漏了均值项：grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ，两个均值项来自均值和方差对每个 x 的依赖",
+                                       "LayerNorm backward misses the mean terms: grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ, from the mean and the variance depending on every x"),
+    "ln_backward_missing_variance_term": ("LayerNorm 反向漏了方差项 x̂·mean(g·x̂)",
+                                          "LayerNorm backward misses the variance term x̂·mean(g·x̂)"),
+    "ln_backward_no_weight": ("LayerNorm 反向里 grad_x 没有乘 weight：g = grad_out * weight",
+                              "LayerNorm backward: grad_x ignores the weight: g = grad_out * weight"),
+    "ls_over_v_minus_1": ("标签平滑把 ε 只分给了其余 V−1 个类：PyTorch 的约定是 ε / C 分给全部 C 个类（包括正确类）",
+                          "label smoothing spreads ε over the other V−1 classes: PyTorch spreads ε / C over all C classes, the true one included"),
+    "ce_ignored_in_mean": ("被忽略的位置也算进了平均的分母：只对 target != ignore_index 的位置求平均",
+                           "ignored positions count in the mean's denominator: average over the positions with target != ignore_index only"),
+    "window_off_by_one": ("滑动窗口差一：查询 i 应看 i - window < j <= i，恰好 window 个键（含自己）",
+                          "sliding window off by one: query i sees i - window < j <= i, exactly window keys including itself"),
+    "window_not_causal": ("滑动窗口没有因果：未来的键也能看到；应同时满足 j <= i",
+                          "the sliding window is not causal: future keys are visible; j <= i must hold too"),
+    "flops_macs_not_doubled": ("把乘加当成 1 次 FLOP：一次乘加是 2 FLOPs（一次乘法、一次加法）",
+                               "a multiply-add counted as 1 FLOP: it is 2 FLOPs (a multiply and an add)"),
+    "flops_missing_projections": ("漏了 W_q、W_k、W_v、W_o 四个投影的 FLOPs：只算了 n² 的两项",
+                                  "the FLOPs of the projections W_q, W_k, W_v, W_o are missing: only the two n² terms are counted"),
+    "flops_kv_heads_ignored": ("K、V 投影按 H 个头算了：GQA 的 W_k、W_v 只有 num_kv_heads · d_k 列",
+                               "the K and V projections counted with H heads: in GQA W_k and W_v have num_kv_heads · d_k columns"),
+    "attn_memory_one_head": ("注意力矩阵的内存漏乘了头数 H：每个头都有一个 n × n 矩阵",
+                             "the attention-matrix memory misses the factor H: every head has its own n × n matrix"),
+    "kv_cache_only_k": ("KV 缓存漏了因子 2：K 和 V 各存一份",
+                        "the KV cache misses the factor 2: both K and V are stored"),
+    "kv_cache_one_layer": ("KV 缓存只算了一层：每一层都有自己的 K、V",
+                           "the KV cache counts one layer only: every layer keeps its own K and V"),
+})
+
+
+def repeat_kv_variants(ref, case):
+    x, n = case["x"], case["n_rep"]
+    return [("gqa_repeat_not_interleave", lambda: {"out": x.repeat(1, n, 1, 1)})]
+
+
+def gqa(ref, x, mask=None, cache=None, interleave=True, half_split=False, reset_positions=False, rope_v=False,
+        cache_raw=False, scale="sqrt_dk"):
+    """Grouped-query attention with the reference's weights and switches for the known bugs."""
+    B, T, d = x.shape
+    H, G, d_k = ref.num_heads, ref.num_kv_heads, ref.d_k
+    q = ref.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+    k = ref.W_k(x).view(B, T, G, d_k).transpose(1, 2)  # (B, G, T, d_k)
+    v = ref.W_v(x).view(B, T, G, d_k).transpose(1, 2)
+    T_past = 0 if cache is None else cache[0].size(2)
+    start = 0 if reset_positions else T_past
+
+    def rot(t, first, length):
+        pos = torch.arange(first, first + length, dtype=t.dtype)
+        theta = ref.rope_base ** (-torch.arange(0, d_k, 2, dtype=t.dtype) / d_k)
+        ang = pos[:, None] * theta  # (T, d_k/2)
+        cos, sin = torch.cos(ang), torch.sin(ang)
+        if half_split:
+            a, b = t[..., : d_k // 2], t[..., d_k // 2:]
+            return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+        a, b = t[..., 0::2], t[..., 1::2]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+    if ref.rope and not cache_raw:
+        q, k = rot(q, start, T), rot(k, start, T)
+        if rope_v:
+            v = rot(v, start, T)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    kq = k
+    if ref.rope and cache_raw:  # raw keys cached, all rotated by their absolute positions
+        q, kq = rot(q, T_past, T), rot(k, 0, k.size(2))
+    rep = (lambda t: t.repeat_interleave(H // G, dim=1)) if interleave else (lambda t: t.repeat(1, H // G, 1, 1))
+    out, _ = attention(q, rep(kq), rep(v), mask, scale=scale)
+    return {"out": ref.W_o(out.transpose(1, 2).reshape(B, T, d)), "k_cache": k, "v_cache": v}
+
+
+GQA_BUGS = [
+    ("gqa_repeat_not_interleave", dict(interleave=False)),
+    ("rope_half_split", dict(half_split=True)),
+    ("kv_cache_positions_reset", dict(reset_positions=True)),
+    ("kv_cache_before_rope", dict(cache_raw=True)),
+    ("rope_on_values", dict(rope_v=True)),
+    ("no_scale", dict(scale=None)),
+]
+
+
+def gqa_variants(ref, case):
+    return combine(GQA_BUGS, lambda **kw: gqa(ref, case["x"], case.get("mask"), case.get("cache"), **kw))
+
+
+def swiglu(ref, x, act="silu", branch="gate", after=False):
+    fn = {"silu": F.silu, "sigmoid": torch.sigmoid}[act]
+    gate, up = ref.gate_proj(x), ref.up_proj(x)
+    if after:
+        return ref.down_proj(fn(gate * up))
+    return ref.down_proj(fn(gate) * up if branch == "gate" else gate * fn(up))
+
+
+SWIGLU_BUGS = [("swiglu_gate_wrong_branch", dict(branch="up")), ("swiglu_sigmoid_gate", dict(act="sigmoid")),
+               ("swiglu_silu_after_product", dict(after=True))]
+
+
+def swiglu_variants(ref, case):
+    return combine(SWIGLU_BUGS, lambda **kw: {"out": swiglu(ref, case["x"], **kw)})
+
+
+def gpt_block(ref, x, mask, pre_ln=True, residual_from_input=False, gqa_kw=None, swiglu_kw=None):
+    attn = gqa(ref.attn, ref.norm1(x) if pre_ln else x, mask, **(gqa_kw or {}))["out"]
+    if not pre_ln:
+        h = ref.norm1(x + attn)
+        return ref.norm2(h + swiglu(ref.ffn, h, **(swiglu_kw or {})))
+    h = x + attn
+    return (x if residual_from_input else h) + swiglu(ref.ffn, ref.norm2(h), **(swiglu_kw or {}))
+
+
+def gpt_block_variants(ref, case):
+    x, mask = case["x"], case.get("mask")
+    return ([("post_ln_instead_of_pre", lambda: {"out": gpt_block(ref, x, mask, pre_ln=False)}),
+             ("residual_wrong_source", lambda: {"out": gpt_block(ref, x, mask, residual_from_input=True)})]
+            + [(mid, lambda kw=kw: {"out": gpt_block(ref, x, mask, gqa_kw=kw)}) for mid, kw in GQA_BUGS[:2]]
+            + [(mid, lambda kw=kw: {"out": gpt_block(ref, x, mask, swiglu_kw=kw)}) for mid, kw in SWIGLU_BUGS])
+
+
+def gpt_forward(ref, idx, causal=True, final_norm=True):
+    T = idx.size(1)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None] if causal else None
+    x = ref.tok_embed(idx)
+    for block in ref.blocks:
+        x = gpt_block(block, x, mask)
+    return ref.lm_head(ref.norm(x) if final_norm else x)
+
+
+def gpt_variants(ref, case):
+    idx = case["idx"]
+    return [("causal_missing", lambda: {"logits": gpt_forward(ref, idx, causal=False)}),
+            ("gpt_no_final_norm", lambda: {"logits": gpt_forward(ref, idx, final_norm=False)})]
+
+
+def _sample(logits, temperature, top_k, top_p, generator, after_softmax=False, argmax=False):
+    import solutions.decoding as dec
+
+    if temperature == 0 or argmax:
+        return logits.argmax(-1)
+    if after_softmax:
+        probs = torch.softmax(dec.top_p_filter(dec.top_k_filter(logits, top_k), top_p), -1) / temperature
+    else:
+        probs = dec.sampling_probs(logits, temperature, top_k, top_p)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def generate_variants(ref, case):
+    model, idx, n = case["model"], case["idx"], case["max_new_tokens"]
+    kw = case["kwargs"]
+
+    def refeed():
+        caches, ys = None, idx
+        gen = torch.Generator().manual_seed(case["seed"])
+        for _ in range(n):
+            logits, caches = model.forward_cached(ys, caches)
+            ys = torch.cat([ys, _sample(logits[:, -1], kw.get("temperature", 0.0), kw.get("top_k"), kw.get("top_p"), gen)[:, None]], 1)
+        return {"tokens": ys}
+
+    return [("generate_cache_refeeds_prefix", refeed)] if kw.get("use_cache", True) else []
+
+
+def top_k_variants(ref, case):
+    logits, k = case["logits"], case["k"]
+    ninf = float("-inf")
+
+    def exactly_k():
+        keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, torch.topk(logits, k, -1).indices, True)
+        return {"out": logits.masked_fill(~keep, ninf)}
+
+    def kth(j, fill=ninf):
+        j = min(max(j, 1), logits.size(-1))
+        return {"out": logits.masked_fill(logits < torch.topk(logits, j, -1).values[..., -1:], fill)}
+
+    finite = lambda out: {"out": out["out"].masked_fill(out["out"] == ninf, torch.finfo(logits.dtype).min)}  # noqa: E731
+    return [("top_k_ties_dropped", lambda: finite(exactly_k())), ("top_k_off_by_one", lambda: finite(kth(k + 1))),
+            ("top_k_off_by_one", lambda: finite(kth(k - 1))), ("top_k_fill_zero", lambda: kth(k, 0.0))]
+
+
+def top_p_variants(ref, case):
+    logits, p = case["logits"], case["p"]
+
+    def run(drop_crossing=False, unsorted=False):
+        probs = torch.softmax(logits, -1)
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+        if unsorted:
+            sorted_probs, order = probs, torch.arange(probs.size(-1)).expand_as(probs)
+        cum = torch.cumsum(sorted_probs, -1)
+        drop = cum > p if drop_crossing else cum - sorted_probs >= p
+        return {"out": logits.masked_fill(drop.scatter(-1, order, drop), torch.finfo(logits.dtype).min)}
+
+    return [("top_p_drops_crossing_token", lambda: run(drop_crossing=True)),
+            ("top_p_not_sorted", lambda: run(unsorted=True))]
+
+
+def sampling_probs_variants(ref, case):
+    import solutions.decoding as dec
+
+    logits, T, k, p = case["logits"], case["temperature"], case["top_k"], case["top_p"]
+    filtered = lambda z: dec.top_p_filter(dec.top_k_filter(z, k), p)  # noqa: E731
+
+    def after_softmax(renormalise):
+        probs = torch.softmax(filtered(logits), -1) / T
+        return {"probs": probs / probs.sum(-1, keepdim=True) if renormalise else probs}
+
+    return [("temperature_after_softmax", lambda: after_softmax(False)),
+            ("temperature_after_softmax", lambda: after_softmax(True)),
+            ("filters_order_swapped", lambda: {"probs": torch.softmax(dec.top_k_filter(dec.top_p_filter(logits / T, p), k), -1)})]
+
+
+def sample_next_token_variants(ref, case):
+    kw = {k: case[k] for k in ("temperature", "top_k", "top_p")}
+    run = lambda **bug: {"tokens": _sample(case["logits"], **kw, generator=torch.Generator().manual_seed(case["seed"]), **bug)}  # noqa: E731
+    return [("sample_argmax", lambda: run(argmax=True)), ("temperature_after_softmax", lambda: run(after_softmax=True))]
+
+
+def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalise=True, stop_finished=True,
+         count_prefix=False):
+    """Beam search with switches for the known bugs; defaults = the contract."""
+    alive, alive_scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_new_tokens):
+        log_probs = step_fn(alive).to(torch.float64)
+        V = log_probs.size(-1)
+        top, flat = torch.topk((alive_scores[:, None] + log_probs).flatten(), min(beam_size, alive.size(0) * V))
+        ys = torch.cat([alive[flat // V], (flat % V)[:, None]], dim=1)
+        done = (flat % V == eos_id) & stop_finished
+        finished += [(ys[i], float(top[i])) for i in done.nonzero().flatten().tolist()]
+        alive, alive_scores = ys[~done], top[~done]
+        if alive.size(0) == 0 or len(finished) >= beam_size:
+            break
+    offset = 0 if count_prefix else prefix.numel()
+    norm = lambda c: c[1] / (c[0].numel() - offset) ** alpha if normalise else c[1]  # noqa: E731
+    best = max(finished + list(zip(alive, alive_scores.tolist())), key=norm)
+    return {"tokens": best[0], "score": float(norm(best))}
+
+
+def beam_search_variants(ref, case):
+    args = (case["step_fn"], case["prefix"], case["beam_size"], case["max_new_tokens"], case["eos_id"], case["alpha"])
+    return [("beam_no_length_norm", lambda: beam(*args, normalise=False)),
+            ("beam_finished_extended", lambda: beam(*args, stop_finished=False)),
+            ("beam_norm_counts_prefix", lambda: beam(*args, count_prefix=True))]
+
+
+def softmax_backward_variants(ref, case):
+    y, g, dim = case["y"], case["grad_y"], case["dim"]
+    return [("softmax_backward_missing_sum", lambda: {"grad_x": y * g}),
+            ("softmax_backward_missing_sum", lambda: {"grad_x": y * (1 - y) * g}),
+            ("backward_sum_wrong_axis", lambda: {"grad_x": y * (g - (g * y).sum(-1, keepdim=True))})]
+
+
+def layer_norm_backward_variants(ref, case):
+    x, w, go, eps = case["x"], case["weight"], case["grad_out"], case["eps"]
+    d = x.size(-1)
+    sigma = torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
+    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
+    grads = {"grad_weight": (go * x_hat).reshape(-1, d).sum(0), "grad_bias": go.reshape(-1, d).sum(0)}
+
+    def run(mean_term=True, var_term=True, weight=True):
+        g = go * w if weight else go
+        gx = g - (g.mean(-1, keepdim=True) if mean_term else 0) - (x_hat * (g * x_hat).mean(-1, keepdim=True) if var_term else 0)
+        return {"grad_x": gx / sigma, **grads}
+
+    return [("ln_backward_missing_mean_terms", lambda: run(mean_term=False, var_term=False)),
+            ("ln_backward_missing_variance_term", lambda: run(var_term=False)),
+            ("ln_backward_no_weight", lambda: run(weight=False))]
+
+
+def cross_entropy_variants(ref, case):
+    logits, target, ignore, eps = case["logits"], case["target"], case["ignore_index"], case["label_smoothing"]
+    C = logits.size(-1)
+    z, t = logits.reshape(-1, C), target.reshape(-1)
+
+    def run(over_rest=False, mean_all=False, use_ignore=True):
+        logp = torch.log_softmax(z, -1)
+        keep = t != ignore if use_ignore else torch.ones_like(t, dtype=torch.bool)
+        safe = t.masked_fill(t == ignore, 0)
+        nll = -logp.gather(-1, safe[:, None]).squeeze(-1)
+        if over_rest:
+            rest = (-logp.sum(-1) - nll) / (C - 1)
+            loss = (1 - eps) * nll + eps * rest
+        else:
+            loss = (1 - eps) * nll + eps * -logp.mean(-1)
+        total = loss[keep].sum()
+        return {"loss": total / (t.numel() if mean_all else keep.sum())}
+
+    return [("ls_over_v_minus_1", lambda: run(over_rest=True)), ("ce_ignored_in_mean", lambda: run(mean_all=True)),
+            ("loss_includes_pad", lambda: run(use_ignore=False))]
+
+
+def sliding_window_variants(ref, case):
+    T, w = case["T"], case["window"]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    run = lambda m: {"mask": m[None, None]}  # noqa: E731
+    return [("window_off_by_one", lambda: run((j <= i) & (j >= i - w))),
+            ("window_off_by_one", lambda: run((j <= i) & (j > i - w + 1))),
+            ("window_not_causal", lambda: run((i - j).abs() < w))]
+
+
+def attention_cost_variants(ref, case):
+    n, d, H, G, B, b = (case[k] for k in ("n", "d", "H", "num_kv_heads", "batch", "bytes_per_element"))
+    G = G or H
+    d_k = d // H
+
+    def run(mac=2, projections=True, kv_heads=G, heads=H):
+        proj = mac * n * d * (2 * d + 2 * kv_heads * d_k) if projections else 0
+        return {"flops": B * (proj + 2 * mac * n * n * H * d_k), "attn_bytes": B * heads * n * n * b}
+
+    return [("flops_macs_not_doubled", lambda: run(mac=1)), ("flops_missing_projections", lambda: run(projections=False)),
+            ("flops_kv_heads_ignored", lambda: run(kv_heads=H)), ("attn_memory_one_head", lambda: run(heads=1))]
+
+
+def kv_cache_bytes_variants(ref, case):
+    L, G, d, T, B, b = (case[k] for k in ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element"))
+    return [("kv_cache_only_k", lambda: {"bytes": L * G * d * T * B * b}),
+            ("kv_cache_one_layer", lambda: {"bytes": 2 * G * d * T * B * b})]
+
+
+VARIANTS.update({
+    "repeat_kv": repeat_kv_variants,
+    "GroupedQueryAttention": gqa_variants,
+    "SwiGLU": swiglu_variants,
+    "GPTBlock": gpt_block_variants,
+    "GPT": gpt_variants,
+    "generate": generate_variants,
+    "top_k_filter": top_k_variants,
+    "top_p_filter": top_p_variants,
+    "sampling_probs": sampling_probs_variants,
+    "sample_next_token": sample_next_token_variants,
+    "beam_search": beam_search_variants,
+    "softmax_backward": softmax_backward_variants,
+    "layer_norm_backward": layer_norm_backward_variants,
+    "cross_entropy": cross_entropy_variants,
+    "make_sliding_window_mask": sliding_window_variants,
+    "attention_flops_and_memory": attention_cost_variants,
+    "kv_cache_bytes": kv_cache_bytes_variants,
+})

@@ -21,6 +21,10 @@ NAMES = [
     "LearnedPositionalEmbedding", "rope_frequencies", "apply_rope", "FeedForward", "LayerNorm",
     "ResidualLayerNorm", "RMSNorm", "PreLNResidual", "make_pad_mask", "make_subsequent_mask",
     "EncoderLayer", "DecoderLayer", "Transformer",
+    # docs/CONTRACT_LLM.md
+    "repeat_kv", "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT", "make_sliding_window_mask",
+    "attention_flops_and_memory", "kv_cache_bytes", "top_k_filter", "top_p_filter", "sampling_probs",
+    "sample_next_token", "generate", "beam_search", "softmax_backward", "layer_norm_backward", "cross_entropy",
 ]
 COPY_NAMES = ["PAD_ID", "BOS_ID", "EOS_ID", "make_copy_batch", "copy_loss", "exact_match"]
 

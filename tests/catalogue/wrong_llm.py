@@ -1,0 +1,292 @@
+"""Wrong implementations of the shared LLM components (docs/CONTRACT_LLM.md), each a classic mistake."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .reference import load
+
+R = load()
+GQA, Block, GPT = R["GroupedQueryAttention"], R["GPTBlock"], R["GPT"]
+
+
+def repeat_kv_cycled(x, n_rep):
+    return x.repeat(1, n_rep, 1, 1)  # bug: head h gets KV head h % G
+
+
+class _GQA(GQA):
+    """The contract's attention with one step replaced (``rotate``, ``expand``, ``scale``)."""
+
+    def rotate(self, t, positions):
+        return R["apply_rope"](t, positions, self.rope_base)
+
+    def expand(self, t):
+        return torch.repeat_interleave(t, self.num_heads // self.num_kv_heads, dim=1)
+
+    def positions(self, T_past, T):
+        return torch.arange(T_past, T_past + T)
+
+    def forward(self, x, mask=None, cache=None):
+        B, T, d = x.shape
+        H, G, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, G, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, G, d_k).transpose(1, 2)
+        T_past = 0 if cache is None else cache[0].size(2)
+        if self.rope:
+            pos = self.positions(T_past, T)
+            q, k = self.rotate(q, pos), self.rotate(k, pos)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+        out, _ = R["scaled_dot_product_attention"](q, self.expand(k), self.expand(v), mask)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, d)), (k, v)
+
+
+class GQARepeat(_GQA):
+    def expand(self, t):
+        return t.repeat(1, self.num_heads // self.num_kv_heads, 1, 1)  # bug: repeat, not repeat_interleave
+
+
+class GQAHalfSplitRope(_GQA):
+    def rotate(self, t, positions):
+        d = t.size(-1)
+        theta = self.rope_base ** (-torch.arange(0, d, 2, dtype=t.dtype) / d)
+        ang = positions.to(t.dtype)[:, None] * theta
+        a, b = t[..., : d // 2], t[..., d // 2:]  # bug: pairs (i, i + d/2)
+        return torch.cat((a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()), dim=-1)
+
+
+class GQACachePositionsReset(_GQA):
+    def positions(self, T_past, T):
+        return torch.arange(T)  # bug: the new tokens always start at position 0
+
+
+class SwiGLUUpActivated(torch.nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(d_model, d_ff, bias=False)
+        self.up_proj = torch.nn.Linear(d_model, d_ff, bias=False)
+        self.down_proj = torch.nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(self.gate_proj(x) * F.silu(self.up_proj(x)))  # bug: SiLU on the up branch
+
+
+class SwiGLUSigmoid(SwiGLUUpActivated):
+    def forward(self, x):
+        return self.down_proj(torch.sigmoid(self.gate_proj(x)) * self.up_proj(x))  # bug: GLU's sigmoid
+
+
+class BlockPostLN(Block):
+    def forward(self, x, mask=None, cache=None):
+        a, cache = self.attn(x, mask, cache)
+        h = self.norm1(x + a)  # bug: Post-LN
+        return self.norm2(h + self.ffn(h)), cache
+
+
+class GPTNoFinalNorm(GPT):
+    def forward_cached(self, idx, caches=None):
+        T = idx.size(1)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None]
+        x = self.tok_embed(idx)
+        for block in self.blocks:
+            x, _ = block(x, mask)
+        return self.lm_head(x), None  # bug: no self.norm
+
+
+class GPTNotCausal(GPT):
+    def forward_cached(self, idx, caches=None):
+        x = self.tok_embed(idx)
+        for block in self.blocks:
+            x, _ = block(x, None)  # bug: no causal mask
+        return self.lm_head(self.norm(x)), None
+
+
+@torch.no_grad()
+def generate_refeeds_prefix(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None,
+                            use_cache=True):
+    caches = None
+    for _ in range(max_new_tokens):
+        if use_cache:
+            logits, caches = model.forward_cached(idx, caches)  # bug: the whole sequence again, on top of the cache
+        else:
+            logits = model(idx)
+        nxt = R["sample_next_token"](logits[:, -1], temperature, top_k, top_p, generator)
+        idx = torch.cat([idx, nxt[:, None]], 1)
+    return idx
+
+
+def top_k_exactly_k(logits, k):
+    if k is None or k >= logits.size(-1):
+        return logits
+    keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, logits.topk(k, -1).indices, True)
+    return logits.masked_fill(~keep, float("-inf"))  # bug: ties with the k-th are dropped
+
+
+def top_k_zero_fill(logits, k):
+    if k is None or k >= logits.size(-1):
+        return logits
+    return logits.masked_fill(logits < logits.topk(k, -1).values[..., -1:], 0.0)  # bug: 0, not -inf
+
+
+def top_p_drops_crossing(logits, p):
+    probs, order = torch.sort(logits.softmax(-1), -1, descending=True)
+    drop = probs.cumsum(-1) > p  # bug: the token that crosses p is dropped too
+    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+
+def top_p_unsorted(logits, p):
+    probs = logits.softmax(-1)
+    drop = probs.cumsum(-1) - probs >= p  # bug: mass accumulated in vocabulary order, not sorted
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sampling_probs_temperature_after(logits, temperature=1.0, top_k=None, top_p=None):
+    probs = torch.softmax(R["top_p_filter"](R["top_k_filter"](logits, top_k), top_p), -1) ** 1.0 / temperature
+    return probs / probs.sum(-1, keepdim=True)  # bug: temperature after the softmax has no effect
+
+
+def sampling_probs_order_swapped(logits, temperature=1.0, top_k=None, top_p=None):
+    return torch.softmax(R["top_k_filter"](R["top_p_filter"](logits / temperature, top_p), top_k), -1)  # bug
+
+
+def sample_argmax(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return R["sampling_probs"](logits, temperature or 1.0, top_k, top_p).argmax(-1)  # bug: never samples
+
+
+def sample_temperature_after(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(R["top_p_filter"](R["top_k_filter"](logits, top_k), top_p), -1) / temperature  # bug
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalise=True, stop=True):
+    alive, scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_new_tokens):
+        lp = step_fn(alive).double()
+        V = lp.size(-1)
+        top, flat = (scores[:, None] + lp).flatten().topk(min(beam_size, lp.numel()))
+        ys = torch.cat([alive[flat // V], (flat % V)[:, None]], 1)
+        done = (flat % V == eos_id) & stop
+        finished += [(ys[i], float(top[i].detach())) for i in range(len(ys)) if done[i]]
+        alive, scores = ys[~done], top[~done]
+        if len(alive) == 0 or len(finished) >= beam_size:
+            break
+    n0 = prefix.numel()
+    key = (lambda c: c[1] / (len(c[0]) - n0) ** alpha) if normalise else (lambda c: c[1])
+    best = max(finished + list(zip(alive, scores.tolist())), key=key)
+    return best[0], float(key(best))
+
+
+def beam_no_norm(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    return _beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha, normalise=False)  # bug: alpha ignored
+
+
+def beam_never_stops(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    return _beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha, stop=False)  # bug: EOS beams go on
+
+
+def softmax_backward_diagonal(y, grad_y, dim=-1):
+    return y * (1 - y) * grad_y  # bug: only the Jacobian's diagonal
+
+
+def softmax_backward_last_axis(y, grad_y, dim=-1):
+    return y * (grad_y - (grad_y * y).sum(-1, keepdim=True))  # bug: ignores dim
+
+
+def layer_norm_backward_no_means(x, weight, grad_out, eps=1e-5):
+    sigma = torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
+    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
+    d = x.size(-1)
+    grad_x = grad_out * weight / sigma  # bug: as if mean and variance were constants
+    return grad_x, (grad_out * x_hat).reshape(-1, d).sum(0), grad_out.reshape(-1, d).sum(0)
+
+
+def layer_norm_backward_no_variance_term(x, weight, grad_out, eps=1e-5):
+    sigma = torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
+    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
+    g, d = grad_out * weight, x.size(-1)
+    grad_x = (g - g.mean(-1, keepdim=True)) / sigma  # bug: the variance term is missing
+    return grad_x, (grad_out * x_hat).reshape(-1, d).sum(0), grad_out.reshape(-1, d).sum(0)
+
+
+def cross_entropy_rest(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    logp, t = logits.reshape(-1, C).log_softmax(-1), target.reshape(-1)
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.clamp(min=0).masked_fill(~keep, 0)[:, None]).squeeze(1)
+    rest = (-logp.sum(-1) - nll) / (C - 1)  # bug: eps over the other C - 1 classes
+    return ((1 - label_smoothing) * nll + label_smoothing * rest)[keep].mean()
+
+
+def cross_entropy_mean_all(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    logp, t = logits.reshape(-1, C).log_softmax(-1), target.reshape(-1)
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    loss = (1 - label_smoothing) * nll - label_smoothing * logp.mean(-1)
+    return (loss * keep).sum() / t.numel()  # bug: ignored positions in the denominator
+
+
+def sliding_window_one_more(T, window, device=None):
+    return torch.tril(torch.ones(T, T, dtype=torch.bool)).triu(-window)[None, None]  # bug: window + 1 keys
+
+
+def sliding_window_symmetric(T, window, device=None):
+    i = torch.arange(T)
+    return ((i[:, None] - i[None, :]).abs() < window)[None, None]  # bug: future keys visible
+
+
+def flops_macs(n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4):
+    G, d_k = num_kv_heads or H, d // H
+    return batch * (n * d * (2 * d + 2 * G * d_k) + 2 * n * n * d), batch * H * n * n * bytes_per_element  # bug: MACs
+
+
+def flops_one_head_memory(n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4):
+    G, d_k = num_kv_heads or H, d // H
+    return batch * (2 * n * d * (2 * d + 2 * G * d_k) + 4 * n * n * d), batch * n * n * bytes_per_element  # bug: no H
+
+
+def kv_bytes_only_k(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2):
+    return num_layers * num_kv_heads * head_dim * seq_len * batch * bytes_per_element  # bug: V forgotten
+
+
+def kv_bytes_one_layer(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2):
+    return 2 * num_kv_heads * head_dim * seq_len * batch * bytes_per_element  # bug: one layer
+
+
+CASES = [
+    ("repeat_kv", repeat_kv_cycled, "gqa_repeat_not_interleave"),
+    ("GroupedQueryAttention", GQARepeat, "gqa_repeat_not_interleave"),
+    ("GroupedQueryAttention", GQAHalfSplitRope, "rope_half_split"),
+    ("GroupedQueryAttention", GQACachePositionsReset, "kv_cache_positions_reset"),
+    ("SwiGLU", SwiGLUUpActivated, "swiglu_gate_wrong_branch"),
+    ("SwiGLU", SwiGLUSigmoid, "swiglu_sigmoid_gate"),
+    ("GPTBlock", BlockPostLN, "post_ln_instead_of_pre"),
+    ("GPT", GPTNoFinalNorm, "gpt_no_final_norm"),
+    ("GPT", GPTNotCausal, "causal_missing"),
+    ("generate", generate_refeeds_prefix, "generate_cache_refeeds_prefix"),
+    ("top_k_filter", top_k_exactly_k, "top_k_ties_dropped"),
+    ("top_k_filter", top_k_zero_fill, "top_k_fill_zero"),
+    ("top_p_filter", top_p_drops_crossing, "top_p_drops_crossing_token"),
+    ("top_p_filter", top_p_unsorted, "top_p_not_sorted"),
+    ("sampling_probs", sampling_probs_temperature_after, "temperature_after_softmax"),
+    ("sampling_probs", sampling_probs_order_swapped, "filters_order_swapped"),
+    ("sample_next_token", sample_argmax, "sample_argmax"),
+    ("sample_next_token", sample_temperature_after, "temperature_after_softmax"),
+    ("beam_search", beam_no_norm, "beam_no_length_norm"),
+    ("beam_search", beam_never_stops, "beam_finished_extended"),
+    ("softmax_backward", softmax_backward_diagonal, "softmax_backward_missing_sum"),
+    ("softmax_backward", softmax_backward_last_axis, "backward_sum_wrong_axis"),
+    ("layer_norm_backward", layer_norm_backward_no_means, "ln_backward_missing_mean_terms"),
+    ("layer_norm_backward", layer_norm_backward_no_variance_term, "ln_backward_missing_variance_term"),
+    ("cross_entropy", cross_entropy_rest, "ls_over_v_minus_1"),
+    ("cross_entropy", cross_entropy_mean_all, "ce_ignored_in_mean"),
+    ("make_sliding_window_mask", sliding_window_one_more, "window_off_by_one"),
+    ("make_sliding_window_mask", sliding_window_symmetric, "window_not_causal"),
+    ("attention_flops_and_memory", flops_macs, "flops_macs_not_doubled"),
+    ("attention_flops_and_memory", flops_one_head_memory, "attn_memory_one_head"),
+    ("kv_cache_bytes", kv_bytes_only_k, "kv_cache_only_k"),
+    ("kv_cache_bytes", kv_bytes_one_layer, "kv_cache_one_layer"),
+]
