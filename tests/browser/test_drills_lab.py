@@ -1,0 +1,50 @@
+"""The 手撕 drill bank's mock interview in JupyterLab (make lab, Chromium): a learner sees each
+drill's timer, the verdict with the time taken, and the reference only after a pass."""
+import re
+
+import pytest
+
+from tutor import drills
+
+from test_lab import KERNEL_IDLE, RUN_S, menu, open_notebook
+
+pytestmark = pytest.mark.browser
+RIGHT_PAD_MASK = "def make_pad_mask(tokens, pad_id=0):\n    return (tokens != pad_id)[:, None, None, :]\n"
+
+
+def test_mock_interview_shows_time_verdict_and_a_locked_reveal(page, lab, shots, expect):
+    workspace = lab.course / "workspace"
+    path = None
+    for s in range(200):  # a draw that holds make_pad_mask, so the test can write one right answer
+        candidate = drills.mock_interview(3, seed=s, folder=workspace)
+        if "impl_make_pad_mask" in candidate.read_text(encoding="utf-8"):
+            path = candidate
+            break
+        candidate.unlink()
+    assert path is not None
+    notebook = open_notebook(page, lab, path.relative_to(lab.root()).as_posix())
+    expect(notebook.locator(".jp-MarkdownCell h1").first).to_contain_text("模拟面试")
+    menu(page, "Run", "Run All Cells")
+    page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
+    # by its input only: once revealed, the reference's source is in an output too
+    stub = notebook.locator(".jp-Cell").filter(has=page.locator(".jp-InputArea", has_text="def make_pad_mask("))
+    check = stub.locator("xpath=following-sibling::div[contains(@class, 'jp-CodeCell')][1]")
+    reveal = stub.locator("xpath=following-sibling::div[contains(@class, 'jp-CodeCell')][2]")
+    expect(check.locator(".jp-OutputArea")).to_contain_text("❌ make_pad_mask", timeout=RUN_S)
+    expect(reveal.locator(".jp-OutputArea")).to_contain_text("🔒")
+    shots(page, "drills-1-mock-interview-untouched")
+
+    stub.scroll_into_view_if_needed()
+    stub.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(RIGHT_PAD_MASK)
+    for _ in range(3):  # the answer, its check, its reveal
+        page.keyboard.press("Shift+Enter")
+    expect(check.locator(".jp-OutputArea")).to_contain_text(re.compile(r"✅ make_pad_mask.*time taken \d+\.\d s", re.S),
+                                                            timeout=RUN_S)
+    expect(reveal.locator(".jp-OutputArea")).to_contain_text("📖 make_pad_mask", timeout=RUN_S)
+    expect(reveal.locator(".jp-OutputArea")).to_contain_text("pad_mask_queries")
+    page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
+    check.scroll_into_view_if_needed()
+    shots(page, "drills-2-mock-interview-passed")
+    assert '"make_pad_mask"' in (workspace / drills.PROGRESS_FILE).read_text(encoding="utf-8")
