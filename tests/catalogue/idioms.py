@@ -1566,3 +1566,57 @@ class FeedForward(nn.Module):
     def forward(self, x):
         return self.net(x)
 ''')
+
+# ---------------------------------------------------------------- 09 drills (components graded only here)
+
+idiom("rope_complex_polar", "09_drills", "rope_frequencies",
+      "RoPE as complex multiplication (the LLaMA idiom): view_as_complex of feature pairs, torch.polar, "
+      "view_as_real + flatten; 1.0 / base ** (...) frequencies in the default dtype; ValueError for odd d", r'''
+def rope_frequencies(d, base=10000.0):
+    if d % 2:
+        raise ValueError(f"RoPE rotates pairs of features: d must be even, got {d}")
+    return 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.get_default_dtype()) / d)     # (d/2,)
+
+
+def apply_rope(x, positions=None, base=10000.0):
+    T, d = x.shape[-2:]
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    angles = positions.to(x.dtype)[..., None] * rope_frequencies(d, base).to(x)          # (..., T, d/2)
+    rotation = torch.polar(torch.ones_like(angles), angles)                              # e^(i angle), complex
+    pairs = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())      # (..., T, d/2), complex
+    return torch.view_as_real(pairs * rotation).flatten(-2)                              # (..., T, d)
+''')
+
+idiom("rmsnorm_rsqrt_super_cls_extra_repr", "09_drills", "RMSNorm",
+      "super(Cls, self).__init__(), torch.rsqrt of the mean square, extra_repr with type hints", r'''
+class RMSNorm(nn.Module):
+    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+        super(RMSNorm, self).__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, eps={self.eps}"
+''')
+
+idiom("preln_callable_hint_module_init_call", "09_drills", "PreLNResidual",
+      "nn.Module.__init__(self), typing.Callable hint for the sublayer argument, a named residual", r'''
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+class PreLNResidual(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        nn.Module.__init__(self)
+        self.ln = LayerNorm(d_model, eps=eps)
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        residual = x
+        return residual + sublayer(self.ln(x))
+''')
