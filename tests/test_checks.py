@@ -98,6 +98,19 @@ def test_shared_and_eps_findings_say_where_and_what():
     assert "encoder_layers.0, encoder_layers.1 (EncoderLayer)" in shared and "decoder_layers.0, decoder_layers.1" in shared
 
 
+def test_a_module_the_diagnosis_cannot_take_apart_keeps_the_plain_report():
+    class Opaque(REFERENCE["EncoderLayer"]):
+        def get_submodule(self, target):
+            raise RuntimeError("not today")
+
+        def forward(self, x, src_mask=None):
+            a, attn = self.self_attn(x, x, src_mask)
+            return self.norm2(self.norm1(x, a), a), attn
+
+    result = run_check("EncoderLayer", Opaque)
+    assert not result.passed and result.diagnoses == () and "max error" in result.message
+
+
 @pytest.mark.parametrize("check, obj", RIGHT, ids=[_label(c) for c in RIGHT])
 def test_right_alternative_passes(check, obj):
     result = run_check(check, obj)
