@@ -1454,6 +1454,7 @@ def check_beam_search(fn):
     gpt = _moderate(_provided("scaled_dot_product_attention", "rope_frequencies", "apply_rope", "RMSNorm", "repeat_kv",
                               "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT")["GPT"](
         9, d_model=16, num_heads=2, num_kv_heads=1, d_ff=24, max_len=32), 43)
+    gpt.requires_grad_(False)  # its log-probs carry no graph: float(score) in a learner's code stays silent
     gpt_step = lambda ys: torch.log_softmax(gpt(ys)[:, -1], -1)  # noqa: E731
     cases = [Case(label, {"prefix": prefix}, {"step_fn": step, "beam_size": k, "max_new_tokens": n, "eos_id": eos, "alpha": a})
              for label, prefix, step, k, n, eos, a in [

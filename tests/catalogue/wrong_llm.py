@@ -256,6 +256,51 @@ def kv_bytes_one_layer(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, b
     return 2 * num_kv_heads * head_dim * seq_len * batch * bytes_per_element  # bug: one layer
 
 
+class SwiGLUSiluAfter(SwiGLUUpActivated):
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x) * self.up_proj(x)))  # bug: SiLU of the product
+
+
+def top_k_one_more(logits, k):
+    if k is None or k >= logits.size(-1):
+        return logits
+    kth = logits.sort(-1, descending=True).values[..., k:k + 1]  # bug: index k is the (k+1)-th largest
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def beam_prefix_counted(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    alive, scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_new_tokens):
+        lp = step_fn(alive).double()
+        V = lp.size(-1)
+        top, flat = (scores[:, None] + lp).flatten().topk(min(beam_size, lp.numel()))
+        ys = torch.cat([alive[flat // V], (flat % V)[:, None]], 1)
+        done = flat % V == eos_id
+        finished += [(ys[i], float(top[i])) for i in range(len(ys)) if done[i]]
+        alive, scores = ys[~done], top[~done]
+        if len(alive) == 0 or len(finished) >= beam_size:
+            break
+    key = lambda c: c[1] / len(c[0]) ** alpha  # bug: the prefix counts in the length  # noqa: E731
+    best = max(finished + list(zip(alive, scores.tolist())), key=key)
+    return best[0], float(key(best))
+
+
+def layer_norm_backward_no_weight(x, weight, grad_out, eps=1e-5):
+    sigma = torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
+    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
+    g, d = grad_out, x.size(-1)  # bug: the weight is forgotten
+    grad_x = (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True)) / sigma
+    return grad_x, (grad_out * x_hat).reshape(-1, d).sum(0), grad_out.reshape(-1, d).sum(0)
+
+
+def flops_scores_only(n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4):
+    return batch * 4 * n * n * d, batch * H * n * n * bytes_per_element  # bug: no projections
+
+
+def flops_mha_projections(n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4):
+    return batch * (8 * n * d * d + 4 * n * n * d), batch * H * n * n * bytes_per_element  # bug: K, V as in MHA
+
+
 CASES = [
     ("repeat_kv", repeat_kv_cycled, "gqa_repeat_not_interleave"),
     ("GroupedQueryAttention", GQARepeat, "gqa_repeat_not_interleave"),
@@ -289,4 +334,10 @@ CASES = [
     ("attention_flops_and_memory", flops_one_head_memory, "attn_memory_one_head"),
     ("kv_cache_bytes", kv_bytes_only_k, "kv_cache_only_k"),
     ("kv_cache_bytes", kv_bytes_one_layer, "kv_cache_one_layer"),
+    ("SwiGLU", SwiGLUSiluAfter, "swiglu_silu_after_product"),
+    ("top_k_filter", top_k_one_more, "top_k_off_by_one"),
+    ("beam_search", beam_prefix_counted, "beam_norm_counts_prefix"),
+    ("layer_norm_backward", layer_norm_backward_no_weight, "ln_backward_no_weight"),
+    ("attention_flops_and_memory", flops_scores_only, "flops_missing_projections"),
+    ("attention_flops_and_memory", flops_mha_projections, "flops_kv_heads_ignored"),
 ]
