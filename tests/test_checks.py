@@ -98,6 +98,22 @@ def test_shared_and_eps_findings_say_where_and_what():
     assert "encoder_layers.0, encoder_layers.1 (EncoderLayer)" in shared and "decoder_layers.0, decoder_layers.1" in shared
 
 
+def test_tied_weights_are_named_only_where_the_contract_keeps_them_apart():
+    GPT = REFERENCE["GPT"]
+
+    class AlwaysTied(GPT):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "tie_weights": True})
+
+    class WrongOnlyWhenTied(GPT):  # tie_weights=True is the contract there: the tying is not the mistake
+        def forward(self, idx):
+            return super().forward(idx) * (2 if idx.size(0) == 1 else 1)
+
+    assert run_check("GPT", AlwaysTied).diagnoses == ("weights_tied",)
+    result = run_check("GPT", WrongOnlyWhenTied)
+    assert not result.passed and "tie_weights=True" in result.case and "weights_tied" not in result.diagnoses
+
+
 def test_a_module_the_diagnosis_cannot_take_apart_keeps_the_plain_report():
     class Opaque(REFERENCE["EncoderLayer"]):
         def get_submodule(self, target):

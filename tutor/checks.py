@@ -441,7 +441,7 @@ def _explain(name, cases, outcomes, expected, ref_for, first):
     reproduces has right parts; otherwise its parts are tested alone (same weights), and when some
     differ, its wiring is judged with the learner's own parts."""
     module = cases[first].built
-    tied = _tied(module) if module is not None else []
+    tied = _tied(module, ref_for(cases[first])) if module is not None else []
     if name in PARTS and module is not None:
         shared = len(_owners(name, module, ref_for(cases[first]))) < len(PARTS[name](ref_for(cases[first])))
         if not (tied or shared) and (found := _diagnose(name, cases, outcomes, expected, ref_for, first, alone=True)):
@@ -456,15 +456,17 @@ def _explain(name, cases, outcomes, expected, ref_for, first):
     return tied or _diagnose(name, cases, outcomes, expected, ref_for, first)
 
 
-def _tied(module):
-    """Parameters that are one tensor under two contract names (``out_proj.weight = tgt_embed.weight``);
-    a module held twice (``[layer] * N``, ``norm2 = norm1``) is a shared part instead."""
+def _tied(module, ref):
+    """Parameters that are one tensor under two contract names (``out_proj.weight = tgt_embed.weight``)
+    where the reference keeps them apart; a module held twice (``[layer] * N``, ``norm2 = norm1``)
+    is a shared part instead."""
     names, found = {}, []
+    theirs = dict(ref.named_parameters(remove_duplicate=False)) if ref is not None else {}
     for n, p in module.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(n)
     for group in names.values():
         owners = {id(module.get_submodule(n.rpartition(".")[0])) for n in group}
-        if len(owners) > 1:
+        if len(owners) > 1 and len({id(theirs.get(n)) for n in group}) > 1:
             found.append(Finding(("weights_tied",), ", ".join(group), "Parameter"))
     return found
 
