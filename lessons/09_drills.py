@@ -17,7 +17,7 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # # 09 手撕练习库（drill bank）
 #
 # 面试里的“手撕 Transformer”是：给一张白纸，15 分钟写出注意力、多头注意力、LayerNorm、掩码……
-# 本章把前面各章的组件变成 18 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
+# 本章把前面各章的组件变成 33 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
 # 没有提示、没有伪代码。写完后，检查（check）用和各章评分完全相同的引擎判定，并**说出错误的名字**
 # （例如“忘了除以 √d_k”“拆头时没有 transpose”），而不是只说 “value mismatch”。
 #
@@ -35,9 +35,9 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # 进度（哪些题通过了、尝试次数、最好用时）保存在 `workspace/drills_progress.json`，一个普通的 JSON 文件，
 # 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。
 #
-# 教师也可以把本章当作一次限时测验（nbgrader 作业 `09_drills`）：**本章共 18 分**，每道题 1 分，隐藏测试与各章相同。
+# 教师也可以把本章当作一次限时测验（nbgrader 作业 `09_drills`）：**本章共 33 分**，每道题 1 分，隐藏测试与各章相同。
 #
-# *English:* 18 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
+# *English:* 33 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)
 # and the time. The 📖 cell shows the reference and the classic mistakes only after a pass or
 # `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3
@@ -561,6 +561,416 @@ finish('exact_match', _)
 
 # %% tags=["selfstudy"]
 reveal('exact_match')
+
+# %% [markdown]
+# ## 练习 19 · GQA 的 KV 头重复 / repeating KV heads for GQA
+#
+# 目标 / target: 3 min. 检查 / check: `repeat_kv`.
+
+# %% tags=["selfstudy"]
+start('repeat_kv')
+
+# %% exercise="repeat_kv" drill=true
+def repeat_kv(x, n_rep):
+    """Key/value heads shared by groups of query heads.
+
+    ``x (B, G, T, d_k)`` -> ``(B, G * n_rep, T, d_k)``: query head ``h`` uses KV head ``h // n_rep``
+    (each KV head repeated ``n_rep`` times consecutively).
+
+    中文：把 ``(B, G, T, d_k)`` 扩成 ``(B, G * n_rep, T, d_k)``，第 ``h`` 个查询头使用第 ``h // n_rep`` 个 KV 头。
+    """
+
+# %% grade_id="drill_repeat_kv" points=1 check="repeat_kv:repeat_kv" tags=["nbgrader"]
+
+# %% check="repeat_kv:repeat_kv" tags=["selfstudy"]
+finish('repeat_kv', _)
+
+# %% tags=["selfstudy"]
+reveal('repeat_kv')
+
+# %% [markdown]
+# ## 练习 20 · 分组查询注意力（RoPE、KV 缓存）/ grouped-query attention (RoPE, KV cache)
+#
+# 目标 / target: 20 min. 检查 / check: `GroupedQueryAttention`.
+
+# %% tags=["selfstudy"]
+start('GroupedQueryAttention')
+
+# %% exercise="GroupedQueryAttention" drill=true
+class GroupedQueryAttention(nn.Module):
+    """Grouped-query self-attention with optional RoPE and KV cache (uses your ``repeat_kv``, ``apply_rope``, ``scaled_dot_product_attention``).
+
+    ``GroupedQueryAttention(d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0)``;
+    attributes ``W_q (d_model -> d_model)``, ``W_k``, ``W_v (d_model -> num_kv_heads * d_k)``, ``W_o (d_model -> d_model)``,
+    all ``nn.Linear(..., bias=False)``; ``d_k = d_model // num_heads``; ``ValueError`` unless
+    ``num_heads`` divides ``d_model`` and ``num_kv_heads`` divides ``num_heads``.
+    ``forward(x (B, T, d_model), mask=None, cache=None) -> (out (B, T, d_model), cache)``; ``cache`` is
+    ``None`` or ``(k, v)`` each ``(B, G, T_past, d_k)`` (after RoPE, before repeating); new tokens sit at
+    positions ``T_past .. T_past+T-1``; the returned cache is the old one with the new keys/values
+    appended on dim 2. ``mask`` bool broadcastable to ``(B, H, T, T_past+T)``, True = may attend.
+    Equals ``F.scaled_dot_product_attention(..., enable_gqa=True)`` on the projected heads.
+
+    中文：分组查询注意力（MHA：G = H；MQA：G = 1），可选 RoPE 与 KV 缓存；属性与形状如上；
+    缓存里的 K 已做 RoPE、尚未重复；新词元的位置从 ``T_past`` 开始；掩码 True = 可以看。
+    """
+
+# %% grade_id="drill_GroupedQueryAttention" points=1 check="GroupedQueryAttention:GroupedQueryAttention" tags=["nbgrader"]
+
+# %% check="GroupedQueryAttention:GroupedQueryAttention" tags=["selfstudy"]
+finish('GroupedQueryAttention', _)
+
+# %% tags=["selfstudy"]
+reveal('GroupedQueryAttention')
+
+# %% [markdown]
+# ## 练习 21 · SwiGLU 前馈网络 / SwiGLU FFN
+#
+# 目标 / target: 5 min. 检查 / check: `SwiGLU`.
+
+# %% tags=["selfstudy"]
+start('SwiGLU')
+
+# %% exercise="SwiGLU" drill=true
+class SwiGLU(nn.Module):
+    """SwiGLU feed-forward (LLaMA).
+
+    ``SwiGLU(d_model, d_ff)``; attributes ``gate_proj``, ``up_proj`` (``nn.Linear(d_model, d_ff, bias=False)``),
+    ``down_proj`` (``nn.Linear(d_ff, d_model, bias=False)``).
+    ``forward(x (..., d_model)) = down_proj(silu(gate_proj(x)) * up_proj(x))``, shape ``(..., d_model)``.
+
+    中文：SwiGLU 前馈网络；属性如上；SiLU 只作用在 gate 分支上，公式如上。
+    """
+
+# %% grade_id="drill_SwiGLU" points=1 check="SwiGLU:SwiGLU" tags=["nbgrader"]
+
+# %% check="SwiGLU:SwiGLU" tags=["selfstudy"]
+finish('SwiGLU', _)
+
+# %% tags=["selfstudy"]
+reveal('SwiGLU')
+
+# %% [markdown]
+# ## 练习 22 · 滑动窗口因果掩码 / causal sliding-window mask
+#
+# 目标 / target: 5 min. 检查 / check: `make_sliding_window_mask`.
+
+# %% tags=["selfstudy"]
+start('make_sliding_window_mask')
+
+# %% exercise="make_sliding_window_mask" drill=true
+def make_sliding_window_mask(T, window, device=None):
+    """Causal sliding-window mask.
+
+    Returns bool ``(1, 1, T, T)``: query ``i`` may attend to key ``j`` iff ``i - window < j <= i``
+    (``window`` keys including itself). ``window >= T`` gives the causal mask; ``ValueError`` for ``window < 1``.
+
+    中文：因果滑动窗口掩码，布尔 ``(1, 1, T, T)``；查询 ``i`` 能看键 ``j`` 当且仅当 ``i - window < j <= i``；
+    ``window < 1`` 时抛出 ``ValueError``。
+    """
+
+# %% grade_id="drill_make_sliding_window_mask" points=1 check="make_sliding_window_mask:make_sliding_window_mask" tags=["nbgrader"]
+
+# %% check="make_sliding_window_mask:make_sliding_window_mask" tags=["selfstudy"]
+finish('make_sliding_window_mask', _)
+
+# %% tags=["selfstudy"]
+reveal('make_sliding_window_mask')
+
+# %% [markdown]
+# ## 练习 23 · top-k 过滤 / top-k filtering
+#
+# 目标 / target: 5 min. 检查 / check: `top_k_filter`.
+
+# %% tags=["selfstudy"]
+start('top_k_filter')
+
+# %% exercise="top_k_filter" drill=true
+def top_k_filter(logits, k):
+    """Top-k filtering.
+
+    ``logits (..., V)`` -> ``(..., V)``: every logit ``>=`` the ``k``-th largest of its row is kept (ties at
+    the boundary all kept), the others become ``-inf``. ``k=None`` or ``k >= V``: unchanged.
+
+    中文：保留每行中不小于第 ``k`` 大的 logit（边界上的并列全部保留），其余置为 ``-inf``；``k`` 为 None 或不小于 V 时不变。
+    """
+
+# %% grade_id="drill_top_k_filter" points=1 check="top_k_filter:top_k_filter" tags=["nbgrader"]
+
+# %% check="top_k_filter:top_k_filter" tags=["selfstudy"]
+finish('top_k_filter', _)
+
+# %% tags=["selfstudy"]
+reveal('top_k_filter')
+
+# %% [markdown]
+# ## 练习 24 · top-p（核）过滤 / top-p (nucleus) filtering
+#
+# 目标 / target: 8 min. 检查 / check: `top_p_filter`.
+
+# %% tags=["selfstudy"]
+start('top_p_filter')
+
+# %% exercise="top_p_filter" drill=true
+def top_p_filter(logits, p):
+    """Nucleus (top-p) filtering.
+
+    ``logits (..., V)`` -> ``(..., V)``: keep the smallest set of most probable tokens whose probability
+    mass is ``>= p`` (the token that crosses ``p`` is kept; the top token always); the others become
+    ``-inf``. Sorting ties: ``torch.sort(..., descending=True, stable=True)``. ``p=None`` or ``p >= 1``: unchanged.
+
+    中文：核采样过滤：按概率从大到小，保留累计概率首次 ``>= p`` 的最小集合（越过 ``p`` 的那个词元保留），
+    其余置为 ``-inf``；``p`` 为 None 或不小于 1 时不变。
+    """
+
+# %% grade_id="drill_top_p_filter" points=1 check="top_p_filter:top_p_filter" tags=["nbgrader"]
+
+# %% check="top_p_filter:top_p_filter" tags=["selfstudy"]
+finish('top_p_filter', _)
+
+# %% tags=["selfstudy"]
+reveal('top_p_filter')
+
+# %% [markdown]
+# ## 练习 25 · 温度 + top-k + top-p 的采样分布 / sampling distribution
+#
+# 目标 / target: 5 min. 检查 / check: `sampling_probs`.
+
+# %% tags=["selfstudy"]
+start('sampling_probs')
+
+# %% exercise="sampling_probs" drill=true
+def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    """Sampling distribution (uses your ``top_k_filter``, ``top_p_filter``).
+
+    ``logits (B, V)`` -> ``probs (B, V)``: divide the logits by ``temperature`` (> 0), then top-k, then
+    top-p, then softmax; rows sum to 1, filtered tokens exactly 0.
+
+    中文：采样分布：logits 先除以 ``temperature``，再 top-k、再 top-p，最后 softmax；每行和为 1，被过滤的词元概率恰为 0。
+    """
+
+# %% grade_id="drill_sampling_probs" points=1 check="sampling_probs:sampling_probs" tags=["nbgrader"]
+
+# %% check="sampling_probs:sampling_probs" tags=["selfstudy"]
+finish('sampling_probs', _)
+
+# %% tags=["selfstudy"]
+reveal('sampling_probs')
+
+# %% [markdown]
+# ## 练习 26 · 采样下一个词元 / sampling the next token
+#
+# 目标 / target: 5 min. 检查 / check: `sample_next_token`.
+
+# %% tags=["selfstudy"]
+start('sample_next_token')
+
+# %% exercise="sample_next_token" drill=true
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """One sampling step (uses your ``sampling_probs``).
+
+    ``logits (B, V)`` -> LongTensor ``(B,)``. ``temperature == 0``: argmax (no random draw). Otherwise one
+    ``torch.multinomial(probs, 1, generator=generator)`` call, so a fixed generator gives fixed tokens.
+
+    中文：采样一步：``temperature == 0`` 时取 argmax；否则调用一次 ``torch.multinomial``（使用 ``generator``）。
+    """
+
+# %% grade_id="drill_sample_next_token" points=1 check="sample_next_token:sample_next_token" tags=["nbgrader"]
+
+# %% check="sample_next_token:sample_next_token" tags=["selfstudy"]
+finish('sample_next_token', _)
+
+# %% tags=["selfstudy"]
+reveal('sample_next_token')
+
+# %% [markdown]
+# ## 练习 27 · 带 KV 缓存的生成 / generation with a KV cache
+#
+# 目标 / target: 12 min. 检查 / check: `generate`.
+
+# %% tags=["selfstudy"]
+start('generate')
+
+# %% exercise="generate" drill=true
+def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True):
+    """Autoregressive generation with or without a KV cache (uses your ``sample_next_token``).
+
+    ``model`` a ``GPT`` (``model(idx) -> logits (B, T, V)``, ``model.forward_cached(idx, caches)
+    -> (logits, caches)``); ``idx`` LongTensor ``(B, T0)``; returns ``(B, T0 + max_new_tokens)``. Each step
+    samples from the last position's logits. ``use_cache=True`` runs the prompt once, then one token per
+    step; the tokens must equal ``use_cache=False`` (the whole prefix re-run) exactly.
+
+    中文：自回归生成。``use_cache=True`` 时 prompt 只跑一次、之后每步只送一个新词元；
+    结果必须与不用缓存（每步重跑整个前缀）逐个相同。
+    """
+
+# %% grade_id="drill_generate" points=1 check="generate:generate" tags=["nbgrader"]
+
+# %% check="generate:generate" tags=["selfstudy"]
+finish('generate', _)
+
+# %% tags=["selfstudy"]
+reveal('generate')
+
+# %% [markdown]
+# ## 练习 28 · 束搜索 / beam search
+#
+# 目标 / target: 20 min. 检查 / check: `beam_search`.
+
+# %% tags=["selfstudy"]
+start('beam_search')
+
+# %% exercise="beam_search" drill=true
+def beam_search(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    """Beam search with length normalisation.
+
+    ``step_fn(ys LongTensor (N, t)) -> log_probs (N, V)``; ``prefix`` LongTensor ``(T0,)``.
+    Each step keeps the ``beam_size`` best (beam, token) pairs by summed log-prob (``torch.topk`` over
+    ``N * V``); a beam ending in ``eos_id`` is finished and never extended. Stop when no beam is alive,
+    ``beam_size`` beams have finished, or after ``max_new_tokens`` steps. Score ``= logp_sum / n ** alpha``
+    (``n`` generated tokens, EOS included). Returns ``(tokens (T0 + n,), score float)`` of the best
+    candidate among finished and alive beams (ties: the first found).
+
+    中文：带长度归一化的束搜索；以 EOS 结尾的束结束、不再扩展；得分 ``logp_sum / n ** alpha``；
+    返回最好候选的完整序列（含前缀）和得分。
+    """
+
+# %% grade_id="drill_beam_search" points=1 check="beam_search:beam_search" tags=["nbgrader"]
+
+# %% check="beam_search:beam_search" tags=["selfstudy"]
+finish('beam_search', _)
+
+# %% tags=["selfstudy"]
+reveal('beam_search')
+
+# %% [markdown]
+# ## 练习 29 · softmax 反向传播 / softmax backward
+#
+# 目标 / target: 8 min. 检查 / check: `softmax_backward`.
+
+# %% tags=["selfstudy"]
+start('softmax_backward')
+
+# %% exercise="softmax_backward" drill=true
+def softmax_backward(y, grad_y, dim=-1):
+    """Backward of softmax, by hand.
+
+    ``y = softmax(x, dim)`` and ``grad_y`` (same shape) -> ``grad_x`` (same shape); equals autograd
+    through ``torch.softmax``.
+
+    中文：手写 softmax 的反向传播：给定输出 ``y`` 和上游梯度 ``grad_y``，返回 ``grad_x``，与 autograd 相等。
+    """
+
+# %% grade_id="drill_softmax_backward" points=1 check="softmax_backward:softmax_backward" tags=["nbgrader"]
+
+# %% check="softmax_backward:softmax_backward" tags=["selfstudy"]
+finish('softmax_backward', _)
+
+# %% tags=["selfstudy"]
+reveal('softmax_backward')
+
+# %% [markdown]
+# ## 练习 30 · LayerNorm 反向传播 / LayerNorm backward
+#
+# 目标 / target: 15 min. 检查 / check: `layer_norm_backward`.
+
+# %% tags=["selfstudy"]
+start('layer_norm_backward')
+
+# %% exercise="layer_norm_backward" drill=true
+def layer_norm_backward(x, weight, grad_out, eps=1e-5):
+    """Backward of LayerNorm over the last axis, by hand.
+
+    ``x (..., d)``, ``weight (d,)``, ``grad_out (..., d)`` -> ``(grad_x (..., d), grad_weight (d,), grad_bias (d,))``;
+    equals autograd through ``F.layer_norm(x, (d,), weight, bias, eps)`` (biased variance).
+
+    中文：手写 LayerNorm（最后一维，有偏方差）的反向传播，返回三个梯度，与 autograd 相等。
+    """
+
+# %% grade_id="drill_layer_norm_backward" points=1 check="layer_norm_backward:layer_norm_backward" tags=["nbgrader"]
+
+# %% check="layer_norm_backward:layer_norm_backward" tags=["selfstudy"]
+finish('layer_norm_backward', _)
+
+# %% tags=["selfstudy"]
+reveal('layer_norm_backward')
+
+# %% [markdown]
+# ## 练习 31 · 交叉熵（ignore_index、标签平滑）/ cross-entropy (ignore_index, label smoothing)
+#
+# 目标 / target: 10 min. 检查 / check: `cross_entropy`.
+
+# %% tags=["selfstudy"]
+start('cross_entropy')
+
+# %% exercise="cross_entropy" drill=true
+def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0):
+    """Cross-entropy with ``ignore_index`` and label smoothing.
+
+    ``logits (..., C)`` (classes on the last axis), ``target`` LongTensor ``(...)`` -> scalar tensor: the mean
+    over the positions whose target is not ``ignore_index``; smoothed target ``(1 - eps) * onehot + eps / C``.
+    Equals ``F.cross_entropy(logits.reshape(-1, C), target.reshape(-1), ignore_index=..., label_smoothing=...)``.
+
+    中文：带 ``ignore_index`` 和标签平滑的交叉熵；只在未被忽略的位置上求平均；平滑目标如上；与 ``F.cross_entropy`` 相等。
+    """
+
+# %% grade_id="drill_cross_entropy" points=1 check="cross_entropy:cross_entropy" tags=["nbgrader"]
+
+# %% check="cross_entropy:cross_entropy" tags=["selfstudy"]
+finish('cross_entropy', _)
+
+# %% tags=["selfstudy"]
+reveal('cross_entropy')
+
+# %% [markdown]
+# ## 练习 32 · 注意力的 FLOPs 与显存 / attention FLOPs and memory
+#
+# 目标 / target: 8 min. 检查 / check: `attention_flops_and_memory`.
+
+# %% tags=["selfstudy"]
+start('attention_flops_and_memory')
+
+# %% exercise="attention_flops_and_memory" drill=true
+def attention_flops_and_memory(n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4):
+    """Cost of one self-attention layer's forward pass.
+
+    ``n`` tokens, width ``d``, ``H`` query heads, ``G = num_kv_heads or H`` KV heads, ``d_k = d // H``, ``batch``
+    sequences. Returns ``(flops int, attn_bytes int)``: FLOPs of the matmuls only (a multiply-add counts 2:
+    the Q/K/V/O projections, ``Q K^T`` and ``weights V``); ``attn_bytes`` the materialised attention matrices
+    ``(batch, H, n, n)`` at ``bytes_per_element``.
+
+    中文：一层自注意力前向的开销：只数矩阵乘法的 FLOPs（一次乘加算 2），以及显式存下的注意力矩阵占用的字节数。
+    """
+
+# %% grade_id="drill_attention_flops_and_memory" points=1 check="attention_flops_and_memory:attention_flops_and_memory" tags=["nbgrader"]
+
+# %% check="attention_flops_and_memory:attention_flops_and_memory" tags=["selfstudy"]
+finish('attention_flops_and_memory', _)
+
+# %% tags=["selfstudy"]
+reveal('attention_flops_and_memory')
+
+# %% [markdown]
+# ## 练习 33 · KV 缓存大小 / KV-cache size
+#
+# 目标 / target: 3 min. 检查 / check: `kv_cache_bytes`.
+
+# %% tags=["selfstudy"]
+start('kv_cache_bytes')
+
+# %% exercise="kv_cache_bytes" drill=true
+def kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2):
+    """Size of a KV cache in bytes (keys and values of every layer), an int; ``seq_len=1`` gives bytes per token.
+
+    中文：KV 缓存的字节数（每层的 K 和 V），返回 int；``seq_len=1`` 即每个词元的字节数。
+    """
+
+# %% grade_id="drill_kv_cache_bytes" points=1 check="kv_cache_bytes:kv_cache_bytes" tags=["nbgrader"]
+
+# %% check="kv_cache_bytes:kv_cache_bytes" tags=["selfstudy"]
+finish('kv_cache_bytes', _)
+
+# %% tags=["selfstudy"]
+reveal('kv_cache_bytes')
 
 # %% [markdown]
 # ## 进度与模拟面试 / Progress and mock interview
