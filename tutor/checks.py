@@ -478,7 +478,8 @@ def _wiring(name, where, cases, outcomes, expected, modules):
     failing = _failing(outcomes, expected)
     key = next((k for k in table.order if table.reproduces(k, outcomes, expected, failing)), None)
     if key is None:
-        return [Finding(where=where, kind=name, reason="上面的部件解释不了全部差别 / the parts above do not explain the whole difference")]
+        return [Finding(where=where, kind=name,
+                        reason="上面的部件解释不了全部差别 / the parts above do not explain the whole difference")]
     if not key[0]:
         return []
     found = table.finding(key, failing, expected, failing[0] if failing else 0)
@@ -589,7 +590,8 @@ def _finding_lines(name, findings):
         if f.note:
             lines.append(f"{indent}  {f.note}")
         if f.reason:
-            lines.append(f"  {MORE}: " + (f.reason if groups else f"{_case_numbers(f.cases)} 另有不同 / differ in yet another way"))
+            more = f.reason if groups else f"{_case_numbers(f.cases)} 另有不同 / differ in yet another way"
+            lines.append(f"  {MORE}: {more}")
     if len([f for f in findings if f.where is None and f.ids and f.cases is not None]) > 1:
         lines.append(f"  {MORE}")
     return lines
