@@ -32,7 +32,7 @@ from nbgrader.preprocessors import (
     AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, IgnorePattern,
     LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
-from tutor.guard import FORBIDDEN_BUILTINS
+from tutor.guard import FORBIDDEN_BUILTINS, forbidden_for
 from tutor.integrity import WATCHED, WATCHED_CLASSES
 
 KERNEL_LOST = ("内核已退出或超时后无法中断，此单元及之后的单元未运行 / The kernel died or could not be "
@@ -430,10 +430,12 @@ def audit_source(source, external=None):
     return sorted(set(auditor.found))
 
 
-def builtin_uses(source, external=None):
-    """``[(line, name)]``: a built-in an exercise replaces (``F.layer_norm``, …), by whatever name,
-    used inside a def or class body, or imported by name. ``external`` as in ``audit_source``,
-    as it stands before the cell (not changed)."""
+def builtin_uses(source, external=None, forbidden=FORBIDDEN_BUILTINS):
+    """``[(line, name)]``: a built-in an exercise replaces (``F.layer_norm``, …; ``forbidden`` is the
+    table, ``tutor.guard.forbidden_for(exercise names)``), by whatever name, used inside a def or
+    class body, or imported by name. ``external`` as in ``audit_source``, as it stands before the
+    cell (not changed). A method reached through a value (``loss.backward()``) has no path: the
+    checks' run-time guard sees it."""
     tree = _parse(source)
     if tree is None:
         return []
@@ -441,13 +443,13 @@ def builtin_uses(source, external=None):
     found = []
     for top in tree.body:
         if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found += [(node.lineno, FORBIDDEN_BUILTINS[path]) for node in ast.walk(top)
+            found += [(node.lineno, forbidden[path]) for node in ast.walk(top)
                       if isinstance(node, (ast.Name, ast.Attribute))
-                      and (path := auditor.path(node)) in FORBIDDEN_BUILTINS]
+                      and (path := auditor.path(node)) in forbidden]
         elif isinstance(top, (ast.Import, ast.ImportFrom)):
             auditor.visit(top)
-            found += [(top.lineno, FORBIDDEN_BUILTINS[auditor.external[a.asname or a.name]]) for a in top.names
-                      if auditor.external.get(a.asname or a.name) in FORBIDDEN_BUILTINS]
+            found += [(top.lineno, forbidden[auditor.external[a.asname or a.name]]) for a in top.names
+                      if auditor.external.get(a.asname or a.name) in forbidden]
     return found
 
 
@@ -544,6 +546,13 @@ class ResilientExecute(Execute):
             return cell, resources
 
 
+def _defined(source):
+    """Names a cell defines at top level (``def``/``class``): the exercise's contract names."""
+    tree = _parse(source)
+    return [] if tree is None else [n.name for n in tree.body
+                                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
 def _exercise_name(cell):
     grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
     return grade_id.removeprefix("impl_") or "?"
@@ -566,6 +575,7 @@ class AuditSubmission(NbGraderPreprocessor):
         owners = [max([s for s in starts if s <= i], default=starts[0] if starts else None)
                   for i in range(len(nb.cells))]  # cell index -> the solution cell of its exercise
         verdicts = {}  # solution cell index -> (error name, message, local) of its exercise's worst problem
+        forbidden = {s: forbidden_for(_defined(nb.cells[s].source)) for s in starts}
         for index, (cell, owner) in enumerate(zip(nb.cells, owners)):
             if cell.cell_type != "code":
                 continue
@@ -581,7 +591,7 @@ class AuditSubmission(NbGraderPreprocessor):
                 if owner not in verdicts or not local:
                     verdicts[owner] = ("IntegrityError", message, local)
                     self.log.warning("Tampering in cell %d: %s", index + 1, message)
-            elif owner not in verdicts and (uses := builtin_uses(cell.source, before)):
+            elif owner not in verdicts and (uses := builtin_uses(cell.source, before, forbidden[owner])):
                 line, name = uses[0]
                 verdicts[owner] = ("FromScratchViolation",
                                    FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise), True)

@@ -274,7 +274,7 @@ def _run(name, obj, cases, learner, reference, ref_for=lambda case: None):
     for i, case in enumerate(cases):
         expected = reference(case)
         try:
-            with guard.from_scratch():
+            with guard.from_scratch(name):
                 got = learner(obj, case)
         except guard.FromScratchViolation as exc:
             return CheckResult(name, False, case.label, f"{name}: {exc}", None)

@@ -61,6 +61,25 @@ FORBIDDEN_BUILTINS = {
     "torch.nn.TransformerEncoderLayer": "nn.TransformerEncoderLayer",
     "torch.nn.TransformerDecoderLayer": "nn.TransformerDecoderLayer",
 }
+# Built-ins only some exercises replace (check name -> the same kind of table): a loss written from
+# scratch may not call PyTorch's loss, a backward pass written by hand may not call autograd.
+_AUTOGRAD = {"torch.autograd.grad": "torch.autograd.grad", "torch.autograd.backward": "torch.autograd.backward",
+             "torch.Tensor.backward": "Tensor.backward", "torch.func.grad": "torch.func.grad",
+             "torch.func.vjp": "torch.func.vjp"}
+CHECK_FORBIDDEN = {
+    "cross_entropy": {"torch.nn.functional.cross_entropy": "F.cross_entropy", "torch.nn.functional.nll_loss":
+                      "F.nll_loss", "torch.nn.CrossEntropyLoss": "nn.CrossEntropyLoss", "torch.nn.NLLLoss": "nn.NLLLoss"},
+    "softmax_backward": _AUTOGRAD,
+    "layer_norm_backward": _AUTOGRAD,
+}
+
+
+def forbidden_for(names=()):
+    """The forbidden table (dotted path -> shown name) while the exercises ``names`` are checked."""
+    table = dict(FORBIDDEN_BUILTINS)
+    for name in names:
+        table.update(CHECK_FORBIDDEN.get(name, {}))
+    return table
 
 
 def _resolve(path):
@@ -79,11 +98,11 @@ def _resolve(path):
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def _forbidden():
-    """(code objects of forbidden Python functions, builtins by id) -> readable names."""
+@functools.lru_cache(maxsize=None)
+def _forbidden(check=None):
+    """(code objects of forbidden Python functions, builtins by id) -> readable names, for ``check``."""
     codes, builtins = {}, {}
-    for path, name in FORBIDDEN_BUILTINS.items():
+    for path, name in forbidden_for([check]).items():
         obj = _resolve(path)
         if obj is None:
             continue
@@ -118,15 +137,16 @@ def refuse_reference(obj):
 
 
 class from_scratch:
-    """Context manager: while active (on the calling thread), forbidden built-ins and reference code are violations.
+    """Context manager: while active (on the calling thread), forbidden built-ins (those of every
+    exercise, and those of ``check``: ``CHECK_FORBIDDEN``) and reference code are violations.
 
     The first violation is raised from inside the offending call and also recorded, so a learner's
     ``try/except`` cannot swallow it: leaving the block re-raises it.
     """
 
-    def __init__(self):
+    def __init__(self, check=None):
         self.violation = None
-        self._codes, self._builtins, _ = _forbidden()
+        self._codes, self._builtins, _ = _forbidden(check)
         self._root = _solutions_dir()
         self._files = {}  # co_filename -> is it inside solutions/?
 
