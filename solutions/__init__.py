@@ -26,6 +26,7 @@ from .decoding import (
     top_p_filter,
     transformer_step_fn,
 )
+from .gpt_data import CharTokenizer, estimate_loss, next_token_batch, peak_memory_increase, train_gpt
 from .ffn_norm import FeedForward, LayerNorm, PreLNResidual, ResidualLayerNorm, RMSNorm
 from .layers import DecoderLayer, EncoderLayer
 from .llm import (
@@ -72,4 +73,6 @@ __all__ = [
     "top_k_filter", "top_p_filter", "sampling_probs", "sample_next_token", "generate", "gpt_step_fn",
     "transformer_step_fn", "beam_search",
     "softmax_backward", "layer_norm_backward", "cross_entropy",
+    # 08 text and training around the GPT (solutions/gpt_data.py)
+    "CharTokenizer", "next_token_batch", "estimate_loss", "train_gpt", "peak_memory_increase",
 ]

@@ -94,6 +94,9 @@ WRONG = {
                                              ""), {"greedy_decode_stops_at_eos"}),
     # the loss averaged over PAD positions too
     "07_copy_task": ("copy_loss", edited("copy_loss", ", ignore_index=pad_id)", ")"), {"copy_loss_ignores_pad"}),
+    # the KV cache counted without its factor 2 (K only, no V)
+    "08_gpt": ("kv_cache_bytes", edited("kv_cache_bytes", "return 2 * num_layers", "return num_layers"),
+               {"kv_cache_bytes_table"}),
     # the drill bank (its cells carry the drill docstrings, so the answer is edited in place, see
     # wrong_submission): the padding mask inverted costs that drill only, no other drill calls it
     "09_drills": ("make_pad_mask", ("return (tokens != pad_id)[:, None, None, :]", "return (tokens == pad_id)[:, None, None, :]"),

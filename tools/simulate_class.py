@@ -139,6 +139,7 @@ MUTATIONS = {
         ("self.src_embed(src) * math.sqrt(self.d_model)", "self.src_embed(src)"),
         ("self.tgt_embed(tgt_in) * math.sqrt(self.d_model)", "self.tgt_embed(tgt_in)")]),
     "copy_loss": ("loss_includes_pad", [(", ignore_index=pad_id)", ")")]),
+    "kv_cache_bytes": ("kv_cache_only_k", [("return 2 * num_layers", "return num_layers")]),
 }
 
 

@@ -1118,6 +1118,28 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer,
     return loss.detach().item()
 ''')
 
+# ---------------------------------------------------------------- 08 GPT (components graded only here)
+
+idiom("char_tokenizer_dict_as_tensor", "08_gpt", "CharTokenizer",
+      "dict.fromkeys for the distinct characters, an itos dict, torch.as_tensor, str.join over a generator", r'''
+class CharTokenizer:
+    def __init__(self, text: str) -> None:
+        self.chars = sorted(dict.fromkeys(text))
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.itos = dict(enumerate(self.chars))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, s: str) -> torch.Tensor:
+        return torch.as_tensor([self.stoi[ch] for ch in s], dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        return "".join(self.itos[int(i)] for i in ids)
+''')
+
+
 # ---------------------------------------------------------------- more idioms: imports, hooks and helpers people use
 
 idiom("sdpa_module_learner_base_class", "01_attention", "ScaledDotProductAttention",
