@@ -59,7 +59,7 @@ def test_feedback_shows_the_bilingual_messages(simulated_class):
     assert autograded and pages, "no feedback generated for the classic-mistake submission"
     page = pages[0].read_text()
     messages = [out.evalue for cell in nbformat.read(autograded[0], as_version=4).cells
-                for out in cell.get("outputs", []) if out.output_type == "error" and out.ename == "AssertionError"]
+                for out in cell.get("outputs", []) if out.output_type == "error" and out.ename == "TestFailure"]
     assert messages, "the classic mistake failed no test"
     for message in messages:
         assert re.search(r"[\u4e00-\u9fff]", message) and re.search(r"[A-Za-z]{4,} [a-z]{2,}", message), \
