@@ -33,3 +33,12 @@ def test_hidden_checks_are_read_from_the_grade_cells():
     info = simulate_class.analyse("06_transformer", SOURCE)
     assert simulate_class._checks_in(info, "transformer_forward_matches_reference") == {"Transformer"}
     assert simulate_class._checks_in(info, "transformer_structure") == set()
+
+
+def test_every_graded_chapter_has_a_classic_mistake_to_simulate():
+    """A chapter without a ``MUTATIONS`` entry would make the simulated classic-mistake student
+    quietly perfect: add one (an edit of the reference answer the visible tests do not catch)."""
+    quiet = [name for name in sorted(p.name for p in SOURCE.iterdir() if p.is_dir())
+             if (info := simulate_class.analyse(name, SOURCE)).points
+             and not simulate_class.make_submission("classic_mistake", info).fails]
+    assert not quiet, f"add a MUTATIONS entry in tools/simulate_class.py for an exercise of {quiet}"
