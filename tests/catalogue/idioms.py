@@ -1642,3 +1642,387 @@ class PreLNResidual(nn.Module):
         residual = x
         return residual + sublayer(self.ln(x))
 ''')
+
+# ---------------------------------------------------------------- 08 GPT and 09 drills: the LLM components
+# One idiom per exercise cell; a component graded in both chapters has its idiom in one of them
+# (coverage is by exercise name). The 08 cells that hold two exercises (repeat_kv with
+# GroupedQueryAttention, sampling_probs with sample_next_token) are written whole.
+
+idiom("gqa_repeat_interleave_partial_unflatten", "08_gpt", "repeat_kv",
+      "torch.repeat_interleave for the KV heads, super(Cls, self).__init__(), functools.partial(nn.Linear, "
+      "bias=False) as a layer factory, unflatten/flatten for the heads, `if cache:` on the (k, v) tuple", r'''
+import functools
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """(B, G, T, d_k) -> (B, G * n_rep, T, d_k): query head h reads KV head h // n_rep."""
+    return torch.repeat_interleave(x, repeats=n_rep, dim=1)
+
+
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0):
+        super(GroupedQueryAttention, self).__init__()
+        if d_model % num_heads or num_heads % num_kv_heads:
+            raise ValueError(f"num_heads must divide d_model and num_kv_heads must divide num_heads: "
+                             f"{d_model}, {num_heads}, {num_kv_heads}")
+        self.num_heads, self.num_kv_heads, self.d_k = num_heads, num_kv_heads, d_model // num_heads
+        self.rope, self.rope_base, self.dropout = rope, rope_base, dropout
+        linear = functools.partial(nn.Linear, bias=False)
+        self.W_q, self.W_o = linear(d_model, d_model), linear(d_model, d_model)
+        self.W_k, self.W_v = linear(d_model, num_kv_heads * self.d_k), linear(d_model, num_kv_heads * self.d_k)
+
+    def _heads(self, t, n):
+        return t.unflatten(-1, (n, self.d_k)).transpose(1, 2)          # (B, T, n * d_k) -> (B, n, T, d_k)
+
+    def forward(self, x, mask=None, cache=None):
+        if x.dim() != 3:
+            raise ValueError(f"x must be 3-D (B, T, d_model); got {tuple(x.shape)}")
+        q = self._heads(self.W_q(x), self.num_heads)                   # (B, H, T, d_k)
+        k = self._heads(self.W_k(x), self.num_kv_heads)                # (B, G, T, d_k)
+        v = self._heads(self.W_v(x), self.num_kv_heads)                # (B, G, T, d_k)
+        start = cache[0].shape[-2] if cache else 0                     # T_past
+        if self.rope:
+            positions = start + torch.arange(x.shape[1], device=x.device)
+            q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)
+        if cache:
+            k, v = torch.cat((cache[0], k), dim=-2), torch.cat((cache[1], v), dim=-2)   # (B, G, T_past + T, d_k)
+        n_rep = self.num_heads // self.num_kv_heads
+        out, _ = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), mask=mask,
+                                              dropout_p=self.dropout, training=self.training)   # (B, H, T, d_k)
+        return self.W_o(out.transpose(1, 2).flatten(2)), (k, v)        # (B, T, H, d_k) -> (B, T, d_model)
+''')
+
+idiom("swiglu_module_init_call_manual_silu_typed", "08_gpt", "SwiGLU",
+      "nn.Module.__init__(self), SiLU written out as x * torch.sigmoid(x) in a module-level helper, "
+      "setattr over a name table, type hints", r'''
+def silu(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(x)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        nn.Module.__init__(self)
+        for name, (n_in, n_out) in {"gate_proj": (d_model, d_ff), "up_proj": (d_model, d_ff),
+                                    "down_proj": (d_ff, d_model)}.items():
+            setattr(self, name, nn.Linear(n_in, n_out, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = silu(self.gate_proj(x)), self.up_proj(x)              # (..., d_ff) each
+        return self.down_proj(gate * up)                                 # (..., d_model)
+''')
+
+idiom("gpt_block_residual_helper_keywords", "08_gpt", "GPTBlock",
+      "super(Cls, self).__init__(), keyword arguments to the parts, a residual helper method taking a "
+      "callable, a lambda that keeps the cache from the attention call", r'''
+class GPTBlock(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, dropout=0.0, rope_base=10000.0, eps=1e-6):
+        super(GPTBlock, self).__init__()
+        self.norm1 = RMSNorm(d_model, eps=eps)
+        self.attn = GroupedQueryAttention(d_model, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                                          rope=True, rope_base=rope_base, dropout=dropout)
+        self.norm2 = RMSNorm(d_model, eps=eps)
+        self.ffn = SwiGLU(d_model, d_ff=d_ff)
+        self.dropout = nn.Dropout(p=dropout)
+
+    def _residual(self, x, norm, sublayer):
+        """Pre-LN: x + dropout(sublayer(norm(x)))."""
+        return x + self.dropout(sublayer(norm(x)))
+
+    def forward(self, x, mask=None, cache=None):
+        new_cache = []
+
+        def attend(h):
+            out, kv = self.attn(h, mask=mask, cache=cache)
+            new_cache.append(kv)
+            return out
+
+        h = self._residual(x, self.norm1, attend)                       # (B, T, d_model)
+        return self._residual(h, self.norm2, self.ffn), new_cache[0]
+''')
+
+idiom("gpt_apply_init_staticmethod_arange_mask", "08_gpt", "GPT",
+      "nn.ModuleList comprehension, self.apply with a @staticmethod initialiser (the Hugging Face idiom), "
+      "the cached causal mask from two aranges, zip over [None] * n caches, type hints", r'''
+from typing import List, Optional, Tuple
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, d_model=64, num_heads=4, num_kv_heads=2, d_ff=172, num_layers=2,
+                 max_len=256, dropout=0.0, tie_weights=False, rope_base=10000.0):
+        super().__init__()
+        self.max_len = max_len
+        self.tok_embed = nn.Embedding(vocab_size, d_model)
+        self.emb_dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(GPTBlock(d_model, num_heads, num_kv_heads, d_ff, dropout=dropout,
+                                             rope_base=rope_base) for _ in range(num_layers))
+        self.norm = RMSNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.apply(self._init_weights)
+        if tie_weights:
+            self.lm_head.weight = self.tok_embed.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        logits, _ = self.forward_cached(idx)
+        return logits
+
+    def forward_cached(self, idx: torch.Tensor, caches: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None):
+        if idx.dim() != 2:
+            raise ValueError(f"idx must be 2-D (B, T); got {tuple(idx.shape)}")
+        caches = caches or [None] * len(self.blocks)
+        past = 0 if caches[0] is None else caches[0][0].shape[2]        # T_past
+        total = past + idx.shape[1]
+        if total > self.max_len:
+            raise ValueError(f"length {total} exceeds max_len={self.max_len}")
+        query_pos = torch.arange(past, total, device=idx.device)          # (T,)
+        key_pos = torch.arange(total, device=idx.device)                  # (T_past + T,)
+        mask = (key_pos[None, :] <= query_pos[:, None])[None, None]       # (1, 1, T, T_past + T)
+        x = self.emb_dropout(self.tok_embed(idx))                         # (B, T, d_model)
+        new_caches = []
+        for block, cache in zip(self.blocks, caches):
+            x, cache = block(x, mask, cache)
+            new_caches.append(cache)
+        return self.lm_head(self.norm(x)), new_caches                     # (B, T, vocab_size)
+''')
+
+idiom("top_k_sort_where_optional", "08_gpt", "top_k_filter",
+      "torch.sort instead of torch.topk, the k-th value by slicing, torch.where with a -inf tensor, Optional hint", r'''
+from typing import Optional
+
+
+def top_k_filter(logits: torch.Tensor, k: Optional[int]) -> torch.Tensor:
+    if k is None or k >= logits.shape[-1]:
+        return logits
+    ranked, _ = torch.sort(logits, dim=-1, descending=True)             # (..., V)
+    kth = ranked[..., k - 1:k]                                           # (..., 1) the k-th largest
+    return torch.where(logits >= kth, logits, torch.full_like(logits, -math.inf))
+''')
+
+idiom("sampling_filter_table_multinomial_index", "08_gpt", "sampling_probs",
+      "the filters applied from a table of (function, argument) pairs, logits.div, F.softmax, "
+      "torch.argmax, torch.multinomial(num_samples=1)[:, 0]", r'''
+def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0; got {temperature}")
+    logits = logits.div(temperature)                                   # before the softmax
+    for keep, arg in ((top_k_filter, top_k), (top_p_filter, top_p)):   # top-k first, then top-p
+        logits = keep(logits, arg)
+    return F.softmax(logits, dim=-1)                                   # (B, V)
+
+
+def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if not temperature:
+        return torch.argmax(logits, dim=-1)                            # greedy, (B,)
+    probs = sampling_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+    return torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]   # (B, 1) -> (B,)
+''')
+
+idiom("generate_preallocated_while_no_grad_block", "08_gpt", "generate",
+      "a preallocated output tensor filled in a while loop, `with torch.no_grad():` instead of the decorator, "
+      "keyword arguments to sample_next_token", r'''
+def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True):
+    B, T0 = idx.shape
+    out = idx.new_zeros(B, T0 + max_new_tokens)                       # (B, T0 + n)
+    out[:, :T0] = idx
+    t, caches = T0, None
+    with torch.no_grad():
+        while t < T0 + max_new_tokens:
+            if use_cache:
+                fresh = out[:, :t] if caches is None else out[:, t - 1:t]   # the prompt once, then one token
+                logits, caches = model.forward_cached(fresh, caches)        # (B, T_step, V)
+            else:
+                logits = model(out[:, :t])                                  # (B, t, V)
+            out[:, t] = sample_next_token(logits[:, -1], temperature=temperature, top_k=top_k,
+                                          top_p=top_p, generator=generator)
+            t += 1
+    return out
+''')
+
+idiom("beam_search_python_lists_nlargest", "08_gpt", "beam_search",
+      "beams as Python lists of token ids with float log-prob sums, heapq.nlargest over (beam, token) pairs, "
+      "a NamedTuple for hypotheses, max() over candidates with a key", r'''
+import heapq
+from typing import NamedTuple
+
+
+class Hypothesis(NamedTuple):
+    tokens: list
+    logp: float
+
+
+@torch.no_grad()
+def beam_search(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    start = prefix.tolist()
+    alive, finished = [Hypothesis(start, 0.0)], []
+    for _ in range(max_new_tokens):
+        ys = torch.tensor([h.tokens for h in alive], dtype=torch.long, device=prefix.device)   # (N, t)
+        log_probs = step_fn(ys).double().tolist()                                             # N lists of V
+        pairs = ((h.logp + lp, i, v) for i, h in enumerate(alive) for v, lp in enumerate(log_probs[i]))
+        best = heapq.nlargest(beam_size, pairs, key=lambda pair: pair[0])
+        extended = [Hypothesis(alive[i].tokens + [v], score) for score, i, v in best]
+        finished += [h for h in extended if h.tokens[-1] == eos_id]
+        alive = [h for h in extended if h.tokens[-1] != eos_id]
+        if not alive or len(finished) >= beam_size:
+            break
+
+    def normalised(h):
+        return h.logp / (len(h.tokens) - len(start)) ** alpha
+
+    winner = max(finished + alive, key=normalised)
+    return torch.tensor(winner.tokens, dtype=torch.long, device=prefix.device), normalised(winner)
+''')
+
+idiom("gqa_grouped_einsum_no_repeat", "09_drills", "GroupedQueryAttention",
+      "grouped einsum over (B, G, n_rep, T, d_k) query groups instead of repeating K/V, the mask expanded and "
+      "unflattened to the groups, torch.where with finfo.min, F.dropout(training=...), permute + flatten", r'''
+class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, rope: bool = True,
+                 rope_base: float = 10000.0, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % num_heads != 0 or num_heads % num_kv_heads != 0:
+            raise ValueError(f"bad head counts: d_model={d_model}, num_heads={num_heads}, num_kv_heads={num_kv_heads}")
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.d_k = d_model // num_heads
+        self.rope, self.rope_base, self.p = rope, rope_base, dropout
+        self.W_q = nn.Linear(d_model, d_model, bias=False)
+        self.W_k = nn.Linear(d_model, num_kv_heads * self.d_k, bias=False)
+        self.W_v = nn.Linear(d_model, num_kv_heads * self.d_k, bias=False)
+        self.W_o = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x, mask=None, cache=None):
+        if x.dim() != 3:
+            raise ValueError(f"x must be 3-D (B, T, d_model); got {tuple(x.shape)}")
+        B, T, _ = x.shape
+        H, G, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        r = H // G                                                                 # query heads per KV head
+        q = self.W_q(x).view(B, T, G, r, d_k).permute(0, 2, 3, 1, 4)              # (B, G, r, T, d_k)
+        k = self.W_k(x).view(B, T, G, d_k).permute(0, 2, 1, 3)                    # (B, G, T, d_k)
+        v = self.W_v(x).view(B, T, G, d_k).permute(0, 2, 1, 3)                    # (B, G, T, d_k)
+        past_k, past_v = cache if cache is not None else (k[:, :, :0], v[:, :, :0])
+        if self.rope:
+            positions = torch.arange(T, device=x.device) + past_k.shape[2]
+            q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)
+        k, v = torch.cat([past_k, k], 2), torch.cat([past_v, v], 2)               # (B, G, T_k, d_k)
+        scores = torch.einsum("bgrqd,bgkd->bgrqk", q, k) / math.sqrt(d_k)          # (B, G, r, T, T_k)
+        if mask is not None:
+            keep = mask.bool().expand(B, H, T, k.shape[2]).unflatten(1, (G, r))    # (B, G, r, T, T_k)
+            scores = torch.where(keep, scores, torch.finfo(scores.dtype).min)
+        weights = scores.softmax(-1)
+        if mask is not None:
+            weights = torch.where(keep, weights, 0.0)                              # a blind row -> zeros
+        weights = F.dropout(weights, self.p, training=self.training)
+        out = torch.einsum("bgrqk,bgkd->bgrqd", weights, v)                        # (B, G, r, T, d_k)
+        return self.W_o(out.permute(0, 3, 1, 2, 4).flatten(2)), (k, v)            # (B, T, G, r, d_k) -> (B, T, d_model)
+''')
+
+idiom("sliding_window_tril_triu_band", "09_drills", "make_sliding_window_mask",
+      "the band as torch.ones(...).tril().triu(1 - window), [None, None] for the broadcast axes", r'''
+def make_sliding_window_mask(T, window, device=None):
+    if window < 1:
+        raise ValueError(f"window must be at least 1; got {window}")
+    band = torch.ones(T, T, dtype=torch.bool, device=device).tril().triu(1 - window)   # i - window < j <= i
+    return band[None, None]                                                           # (1, 1, T, T)
+''')
+
+idiom("top_p_row_loop_stable_sort", "09_drills", "top_p_filter",
+      "a plain Python loop over the sorted tokens of each row (mass before each token accumulated by hand), "
+      "flatten(0, -2) for the leading axes, boolean indexing back to vocabulary order", r'''
+def top_p_filter(logits, p):
+    if p is None or p >= 1.0:
+        return logits
+    rows = logits.reshape(-1, logits.shape[-1])                       # (N, V)
+    drop = torch.zeros_like(rows, dtype=torch.bool)                  # (N, V)
+    probs = rows.softmax(-1)
+    for n in range(rows.shape[0]):
+        ranked, order = torch.sort(probs[n], descending=True, stable=True)
+        mass = torch.zeros((), dtype=ranked.dtype)
+        for prob, token in zip(ranked, order):
+            if mass >= p:                                            # the tokens before already reach p
+                drop[n, token] = True
+            mass = mass + prob
+    return rows.masked_fill(drop, float("-inf")).view_as(logits)
+''')
+
+idiom("sample_next_token_typed_max_indices", "09_drills", "sample_next_token",
+      "Optional[torch.Generator] hint, logits.max(-1).indices for greedy, .view(-1) on the draw", r'''
+from typing import Optional
+
+
+def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: Optional[int] = None,
+                      top_p: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    if temperature == 0.0:
+        return logits.max(dim=-1).indices                                        # (B,)
+    draw = torch.multinomial(sampling_probs(logits, temperature, top_k, top_p), 1, generator=generator)
+    return draw.view(-1)                                                         # (B, 1) -> (B,)
+''')
+
+idiom("softmax_backward_jacobian_movedim", "09_drills", "softmax_backward",
+      "the full Jacobian diag(y) - y y^T with torch.diag_embed, a batched matrix-vector product, movedim "
+      "to put `dim` last and back", r'''
+def softmax_backward(y, grad_y, dim=-1):
+    y_last, g_last = y.movedim(dim, -1), grad_y.movedim(dim, -1)                 # (..., n)
+    jacobian = torch.diag_embed(y_last) - y_last[..., :, None] * y_last[..., None, :]   # (..., n, n), symmetric
+    grad = (jacobian @ g_last[..., None]).squeeze(-1)                            # (..., n, n) @ (..., n, 1)
+    return grad.movedim(-1, dim)
+''')
+
+idiom("layer_norm_backward_var_mean_rsqrt_einsum", "09_drills", "layer_norm_backward",
+      "torch.var_mean(correction=0), torch.rsqrt, the sum form (d * g - sum g - x_hat * sum(g x_hat)) / (d * sigma), "
+      "einsum for the parameter gradients", r'''
+def layer_norm_backward(x, weight, grad_out, eps=1e-5):
+    d = x.shape[-1]
+    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)            # (..., 1) each
+    rstd = torch.rsqrt(var + eps)                                                 # 1 / sigma
+    x_hat = (x - mean) * rstd                                                     # (..., d)
+    g = grad_out * weight                                                         # (..., d)
+    grad_x = rstd / d * (d * g - g.sum(-1, keepdim=True) - x_hat * (g * x_hat).sum(-1, keepdim=True))
+    rows_out, rows_hat = grad_out.reshape(-1, d), x_hat.reshape(-1, d)            # (N, d)
+    grad_weight = torch.einsum("nd,nd->d", rows_out, rows_hat)
+    return grad_x, grad_weight, rows_out.sum(0)
+''')
+
+idiom("cross_entropy_log_softmax_one_hot_target", "09_drills", "cross_entropy",
+      "F.log_softmax, the smoothed target distribution built with F.one_hot, masked_select(...).mean() "
+      "over the kept positions", r'''
+def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.shape[-1]
+    log_p = F.log_softmax(logits.reshape(-1, C), dim=-1)                          # (N, C)
+    target = target.reshape(-1)                                                   # (N,)
+    keep = target.ne(ignore_index)                                                # (N,)
+    onehot = F.one_hot(torch.where(keep, target, 0), C).to(log_p.dtype)           # (N, C)
+    q = (1.0 - label_smoothing) * onehot + label_smoothing / C                    # smoothed target
+    per_position = -(q * log_p).sum(-1)                                           # (N,)
+    return per_position.masked_select(keep).mean()                                # NaN if all ignored
+''')
+
+idiom("attention_cost_named_terms_namedtuple", "09_drills", "attention_flops_and_memory",
+      "each matmul as a named term, a typing.NamedTuple result (still a tuple), `num_kv_heads or H`", r'''
+from typing import NamedTuple
+
+
+class AttentionCost(NamedTuple):
+    flops: int
+    attn_bytes: int
+
+
+def attention_flops_and_memory(n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4):
+    G = num_kv_heads or H
+    d_k = d // H
+    q_proj = o_proj = 2 * n * d * d                 # (n, d) @ (d, d)
+    k_proj = v_proj = 2 * n * d * (G * d_k)         # (n, d) @ (d, G * d_k)
+    scores = 2 * H * n * n * d_k                    # Q K^T per head: (n, d_k) @ (d_k, n)
+    mix = 2 * H * n * n * d_k                       # weights @ V per head: (n, n) @ (n, d_k)
+    flops = batch * (q_proj + k_proj + v_proj + o_proj + scores + mix)
+    return AttentionCost(flops, batch * H * n * n * bytes_per_element)
+''')
+
+idiom("kv_cache_bytes_math_prod", "09_drills", "kv_cache_bytes",
+      "math.prod over the factors, keyword-only style names in a tuple", r'''
+def kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2):
+    k_and_v = 2
+    return math.prod((k_and_v, num_layers, num_kv_heads, head_dim, seq_len, batch, bytes_per_element))
+''')
