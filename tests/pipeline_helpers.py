@@ -22,6 +22,12 @@ def nbgrader_meta(cell):
     return cell.metadata.get("nbgrader", {})
 
 
+def graded_chapters():
+    """Chapters in source/ with at least one graded cell."""
+    return [p.parent.name for p in sorted((ROOT / "source").glob("*/*.ipynb"))
+            if any(nbgrader_meta(c).get("grade") for c in read_nb(p).cells)]
+
+
 def graded_cells(nb):
     return [c for c in nb.cells if nbgrader_meta(c).get("grade")]
 

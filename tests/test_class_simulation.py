@@ -3,36 +3,27 @@
 The simulation hands in one chapter for a class of perfect, untouched, partial, hostile and broken
 submissions, runs ``autograde``, ``generate_feedback`` and ``export`` in a temporary course
 directory, and compares each grade cell's score (gradebook) and each total (CSV) with the score
-computed from the source notebook's metadata. A second class, in every graded chapter, hands in
-right answers written the ways people really write Python (the first idiom of every exercise in
-tests/catalogue/idioms.py: full marks) and a perfect answer with ``torch.allclose`` replaced
-inside one exercise (only that exercise loses its points). The whole course with every
+computed from the source notebook's metadata. tests/test_idiom_grading.py grades right answers
+written the ways people really write Python in every chapter. The whole course with every
 submission kind and every idiom is ``.venv/bin/python tools/simulate_class.py --idioms``
 (minutes; not part of the test suite).
 """
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
+from pipeline_helpers import graded_chapters
 from tools import simulate_class
 
 pytestmark = pytest.mark.slow  # a class graded by real nbgrader: `make test-fast` leaves it out
 
-ROOT = Path(__file__).resolve().parents[1]
 
 # One of each family; the other kinds are variations the full script runs.
 CLASS = ["perfect", "untouched", "classic_mistake", "infinite_loop", "kernel_dies", "huge_print",
          "deleted_test_cells", "stripped_test_metadata", "edited_readonly_cell", "rebind_grade_name",
          "patch_grading_module", "import_reference", "forbidden_builtin", "missing_notebook",
          "invalid_json"]
-
-
-def graded_chapters():
-    return [p.parent.name for p in sorted((ROOT / "source").glob("*/*.ipynb"))
-            if any(c.metadata.get("nbgrader", {}).get("grade")
-                   for c in nbformat.read(p, as_version=4).cells)]
 
 
 @pytest.fixture(scope="module")
@@ -66,20 +57,3 @@ def test_feedback_shows_the_bilingual_messages(simulated_class):
             f"not 中文 and English: {message!r}"
         assert simulate_class.html.escape(message.splitlines()[0], quote=False) in page
     assert "诊断 / diagnosis" in page, "the feedback names no classic mistake"
-
-
-@pytest.fixture(scope="module")
-def idiom_class(tmp_path_factory):
-    chapters = graded_chapters()
-    if not chapters:
-        pytest.skip("no graded chapter in source/ yet (run tools/build.py)")
-    workdir = tmp_path_factory.mktemp("idioms") / "course"
-    return simulate_class.simulate(chapters, ["idioms_0", "tamper_one_exercise"], workdir=workdir, timeout=30,
-                                   log=lambda *_: None)
-
-
-def test_right_answers_in_ordinary_python_get_full_marks_and_tampering_costs_one_exercise(idiom_class):
-    mismatches, _, course = idiom_class
-    assert not mismatches, "\n".join(mismatches)
-    graded = {p.parent.name for p in (course / "autograded" / "idioms_0").glob("*/*.ipynb")}
-    assert graded == set(graded_chapters()), "every graded chapter has an idiom handed in"
