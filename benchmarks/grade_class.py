@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import simulate_class as sim  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a script: the repository root, for `tools`
+from tools import simulate_class as sim  # noqa: E402
 
 MIX = ["perfect", "partial", "untouched"]
 
