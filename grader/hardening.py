@@ -124,7 +124,7 @@ def _targets(node):
 
 
 class _Auditor(ast.NodeVisitor):
-    """Collect ``(line, 中文, English)`` for each construct in a parsed cell that reaches the grading.
+    """Collect a ``Finding`` for each construct in a parsed cell that reaches the grading.
 
     ``external`` maps each name bound to an object from outside the learner's code (an imported
     module, function or class, or an alias of one) to its dotted path (``F`` ->
@@ -267,15 +267,29 @@ class _Auditor(ast.NodeVisitor):
         if node.name in FORBIDDEN_DEFS:
             self.flag(node, f"定义了 {node.name}", f"defines {node.name}, which lets an output lie to the checks",
                       local=True)
+        for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
+            self.visit(expr)
+        params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+        params |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
+        self._body(node.body, params)  # a parameter named ``F`` is the caller's value, not the module
         self.external.pop(node.name, None)
-        self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node):
         self._bases(node, node.bases)
+        for expr in node.decorator_list + node.bases + [k.value for k in node.keywords]:
+            self.visit(expr)
+        self._body(node.body, set())
         self.external.pop(node.name, None)
-        self.generic_visit(node)
+
+    def _body(self, stmts, params):
+        """Visit a function or class body: names it binds are its own, they do not leak out."""
+        outer = self.external
+        self.external = {k: v for k, v in outer.items() if k not in params}
+        for stmt in stmts:
+            self.visit(stmt)
+        self.external = outer
 
     def _bases(self, node, bases):
         for base in bases:

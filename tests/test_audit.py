@@ -44,6 +44,8 @@ ORDINARY = {
     "class_split_over_cells": "def _forward(self, x):\n    return x\nLayerNorm.forward = _forward",
     "assert_and_fstring": "assert d_model % num_heads == 0, f'{d_model} % {num_heads} != 0'",
     "torch_save": "torch.save(model.state_dict(), 'copy.pt')",
+    "parameter_named_like_a_module": "def scale(x, F=2.0, np=None):\n    F.weight = 1.0\n    np.data = x\n    return x * F",
+    "local_rebinding_stays_local": "def f():\n    torch = {}\n    torch['x'] = 1\n\ntorch.manual_seed(0)",
 }
 
 # Code that reaches the grading machinery, beyond the end-to-end kinds of simulate_class.TAMPERING,
