@@ -43,10 +43,11 @@ FROM_SCRATCH = ("从零实现：第 {cell} 个单元第 {line} 行用了内置�
 TAMPERED = ("评分已作废：第 {cell} 个单元第 {line} 行{what}，本练习（{exercise}）的评分单元不计分；请只实现练习本身 / "
             "Not graded: cell {cell}, line {line} {what_en}, so the graded cells of this exercise ({exercise}) "
             "score 0; implement the exercise itself")
-TAMPERED_LATER = ("评分已作废：第 {cell} 个单元第 {line} 行{what}，这会影响之后的所有评分，本练习（{exercise}）及之后各练习的"
-                  "评分单元不计分；请只实现练习本身 / Not graded: cell {cell}, line {line} {what_en}, which can change "
-                  "every later test, so the graded cells of this exercise ({exercise}) and of every later exercise "
-                  "score 0; implement the exercise itself")
+TAMPERED_LATER = ("评分已作废：第 {cell} 个单元第 {line} 行{what}，这会影响之后的所有评分，"
+                  "本练习（{exercise}）及之后各练习的评分单元不计分；请只实现练习本身 / "
+                  "Not graded: cell {cell}, line {line} {what_en}, which can change every later test, so the "
+                  "graded cells of this exercise ({exercise}) and of every later exercise score 0; "
+                  "implement the exercise itself")
 
 # What the audit judges is what code does to objects that are not the learner's own: the modules
 # and functions the notebook imports (the grader uses the same objects), the interpreter, the files
@@ -567,6 +568,13 @@ def _defined(source):
                                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
+class Verdict(NamedTuple):
+    """What voids an exercise's graded cells: the error output they get, and its reach."""
+    ename: str
+    message: str
+    local: bool  # as ``Finding.local``: False voids every later exercise too
+
+
 def _exercise_name(cell):
     grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
     return grade_id.removeprefix("impl_") or "?"
@@ -588,14 +596,15 @@ class AuditSubmission(NbGraderPreprocessor):
         starts = [i for i, cell in enumerate(nb.cells) if utils.is_solution(cell) and cell.cell_type == "code"]
         owners = [max([s for s in starts if s <= i], default=starts[0] if starts else None)
                   for i in range(len(nb.cells))]  # cell index -> the solution cell of its exercise
-        verdicts = {}  # solution cell index -> (error name, message, local) of its exercise's worst problem
+        verdicts = {}  # solution cell index -> the Verdict of its exercise's worst problem
         forbidden = {s: forbidden_for(_defined(nb.cells[s].source)) for s in starts}
         for index, (cell, owner) in enumerate(zip(nb.cells, owners)):
             if cell.cell_type != "code":
                 continue
             before = dict(external)
             found = audit_source(cell.source, external)
-            if owner is None or utils.is_locked(cell) or not verdicts.get(owner, (0, 0, True))[2]:
+            settled = owner in verdicts and not verdicts[owner].local  # nothing is worse than "every later one"
+            if owner is None or utils.is_locked(cell) or settled:
                 continue
             exercise = _exercise_name(nb.cells[owner])
             if found:
@@ -603,17 +612,18 @@ class AuditSubmission(NbGraderPreprocessor):
                 template = TAMPERED if local else TAMPERED_LATER
                 message = template.format(cell=index + 1, line=line, what=zh, what_en=en, exercise=exercise)
                 if owner not in verdicts or not local:
-                    verdicts[owner] = ("IntegrityError", message, local)
+                    verdicts[owner] = Verdict("IntegrityError", message, local)
                     self.log.warning("Tampering in cell %d: %s", index + 1, message)
             elif owner not in verdicts and (uses := builtin_uses(cell.source, before, forbidden[owner])):
                 line, name = uses[0]
-                verdicts[owner] = ("FromScratchViolation",
-                                   FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise), True)
+                verdicts[owner] = Verdict("FromScratchViolation",
+                                          FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise),
+                                          True)
         for cell, owner in zip(nb.cells, owners):
             if utils.is_grade(cell) and cell.cell_type == "code":
-                hits = [v for o, v in sorted(verdicts.items()) if o == owner or (not v[2] and o <= owner)]
+                hits = [v for o, v in sorted(verdicts.items()) if o == owner or (not v.local and o <= owner)]
                 if hits:
-                    cell.outputs.append(_error_output(*hits[0][:2]))
+                    cell.outputs.append(_error_output(hits[0].ename, hits[0].message))
         return nb, resources
 
 

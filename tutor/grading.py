@@ -28,6 +28,7 @@ from . import checks, integrity
 
 NOT_IMPLEMENTED_LINE = "❌ {name}: 尚未实现 / not implemented yet"
 FINISH_FIRST_LINE = "❌ {name}: 尚未实现，请先完成练习 {exercise} / not implemented yet: finish exercise {exercise} first"
+CANNOT_RUN_LINE = "❌ {name}: 检查无法运行 / the check could not run: {error}"
 NO_REFERENCE_LINE = ("⚠️ {name}: 这个环境没有安装参考实现 solutions，自查无法运行（不影响评分）/ "
                      "the reference package solutions is not installed here, so this self-check cannot run "
                      "(grading is not affected)")
@@ -95,7 +96,7 @@ def check(name, obj):
         if isinstance(exc, ModuleNotFoundError) and exc.name == "solutions":
             print(NO_REFERENCE_LINE.format(name=name))
             return None
-        raise TestFailure(f"❌ {name}: 检查无法运行 / the check could not run: {type(exc).__name__}: {exc}") from None
+        raise TestFailure(CANNOT_RUN_LINE.format(name=name, error=f"{type(exc).__name__}: {exc}")) from None
     if not result.passed:
         raise TestFailure(_failure_line(name, obj, result)) from None
     print(f"✅ {result.message}")
@@ -110,7 +111,7 @@ def report(name, obj):
         if isinstance(exc, ModuleNotFoundError) and exc.name == "solutions":  # a student image without it
             print(NO_REFERENCE_LINE.format(name=name))
         else:  # an unknown name or an internal error: say so
-            print(f"❌ {name}: 检查无法运行 / the check could not run: {type(exc).__name__}: {exc}")
+            print(CANNOT_RUN_LINE.format(name=name, error=f"{type(exc).__name__}: {exc}"))
         return None
     if result.passed:
         print(f"✅ {result.message}")

@@ -41,8 +41,8 @@ def _solutions_dir():
 
 
 # The one table of the built-ins the exercises replace: dotted path -> the name a message shows.
-# The run-time guard below resolves each path; the submission audit (``grader.hardening``) reads the
-# last component of each path in the learner's source.
+# The run-time guard below resolves each path to the object; the submission audit
+# (``grader.hardening``) resolves the learner's names (aliases included) to paths and looks them up.
 FORBIDDEN_BUILTINS = {
     "torch.nn.functional.scaled_dot_product_attention": "F.scaled_dot_product_attention",
     "torch._scaled_dot_product_attention_math": "torch._scaled_dot_product_attention_math",
@@ -67,8 +67,9 @@ _AUTOGRAD = {"torch.autograd.grad": "torch.autograd.grad", "torch.autograd.backw
              "torch.Tensor.backward": "Tensor.backward", "torch.func.grad": "torch.func.grad",
              "torch.func.vjp": "torch.func.vjp"}
 CHECK_FORBIDDEN = {
-    "cross_entropy": {"torch.nn.functional.cross_entropy": "F.cross_entropy", "torch.nn.functional.nll_loss":
-                      "F.nll_loss", "torch.nn.CrossEntropyLoss": "nn.CrossEntropyLoss", "torch.nn.NLLLoss": "nn.NLLLoss"},
+    "cross_entropy": {"torch.nn.functional.cross_entropy": "F.cross_entropy",
+                      "torch.nn.functional.nll_loss": "F.nll_loss",
+                      "torch.nn.CrossEntropyLoss": "nn.CrossEntropyLoss", "torch.nn.NLLLoss": "nn.NLLLoss"},
     "softmax_backward": _AUTOGRAD,
     "layer_norm_backward": _AUTOGRAD,
 }
