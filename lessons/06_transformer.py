@@ -36,7 +36,6 @@
 import math
 import time
 import warnings
-from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -215,7 +214,7 @@ with torch.no_grad():
         "目标序列末尾补 <pad> 不应改变前面的 logits / target <pad> must not change earlier logits"
     _tgt_changed = torch.tensor([[1, 8, 4]])
     assert torch.allclose(_m(_src, _tgt_changed)[:, :2], _ref[:, :2], atol=1e-5), \
-        "改变最后一个目标词不应影响前面位置（因果掩码）/ the last target token must not affect earlier positions (causal mask)"
+        "改变最后一个目标词元不应影响前面位置（因果掩码）/ the last target token must not affect earlier positions (causal mask)"
     torch.manual_seed(13)
     _m5 = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0, pad_id=5).eval()
     assert torch.allclose(_m5(torch.tensor([[6, 7, 5, 5]]), _tgt), _m5(torch.tensor([[6, 7]]), _tgt), atol=1e-5), \
@@ -384,7 +383,7 @@ assert torch.equal(_out, torch.tensor([[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]]
     f"输出 <eos> 之后的位置应为 pad_id / positions after <eos> must be pad_id; got {_out.tolist()}"
 _m.out_proj = ScriptedHead([[5] * 8, [6] * 8, [7] * 8], vocab=12)                 # never emits <eos>
 _out = _m.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=4)
-assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个词：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
+assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个词元：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
 assert torch.equal(_out[:, 1:], torch.tensor([[5] * 4, [6] * 4, [7] * 4])), "每步应取最后一个位置 logits 的 argmax / take the arg-max of the last position's logits"
 
 # %% [markdown]
@@ -643,113 +642,11 @@ plt.show()
 #    它对两种注意力都成立，不能直接拿来证明“双向不如单向”。）
 
 # %% [markdown]
-# ## 10. 选做阅读：子词分词（BPE、WordPiece、SentencePiece）
-#
-# 模型只认 token id。第 6 节的“共享 BPE 词表，约 37000 个 token”是怎么来的？按词切，词表太大，没见过的词只能变成 `<unk>`；
-# 按字符切，序列太长（注意力是 $O(n^2)$）。**子词（subword）分词**折中：常见词是一个 token，罕见词拆成几个常见片段。
-#
-# **BPE（Byte Pair Encoding）的训练**：
-#
-# 1. 把语料里的每个词拆成字符（或字节），这些就是初始词表；
-# 2. 统计所有**相邻符号对**出现的次数（按词频加权）；
-# 3. 把出现最多的一对合并成一个新符号，加入词表，记下这条合并规则；
-# 4. 重复 2–3，直到词表达到目标大小（或再没有出现 2 次以上的对）。
-#
-# **编码**一个新词时，先拆成字符，再**按学到的顺序**逐条应用合并规则。下面三十来行纯 Python 就是一个完整的 BPE（不计分）：
-
-# %%
-def count_pairs(words):
-    """words: {tuple of symbols: frequency} -> Counter of adjacent symbol pairs, weighted by frequency."""
-    pairs = Counter()
-    for symbols, freq in words.items():
-        for pair in zip(symbols, symbols[1:]):
-            pairs[pair] += freq
-    return pairs
-
-
-def merge_pair(symbols, pair, new):
-    """Replace each occurrence of `pair` in the tuple `symbols` by `new`, left to right, no overlaps."""
-    out, i = [], 0
-    while i < len(symbols):
-        if symbols[i:i + 2] == pair:
-            out.append(new)
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return tuple(out)
-
-
-def train_bpe(words, num_merges, new_names=None, show=str):
-    """Learn up to num_merges merges, most frequent pair first (ties: the pair seen first); print each round."""
-    merges = []
-    for k in range(num_merges):
-        pairs = count_pairs(words)
-        if not pairs or max(pairs.values()) < 2:
-            break
-        best = max(pairs, key=pairs.get)
-        new = new_names[k] if new_names else best[0] + best[1]
-        words = {merge_pair(symbols, best, new): freq for symbols, freq in words.items()}
-        merges.append((best, new))
-        pair_text = f"{best[0]} + {best[1]}"
-        print(f"merge {k + 1:2d}: {pair_text:15s} -> {new:10s} | " + ", ".join(show(w) for w in words))
-    return merges
-
-
-def bpe_encode(word, merges):
-    """Characters plus the end-of-word marker, then every learned merge in order."""
-    symbols = tuple(word) + ("</w>",)
-    for pair, new in merges:
-        symbols = merge_pair(symbols, pair, new)
-    return symbols
-
-
-train_bpe({tuple("aaabdaaabac"): 1}, 3, new_names="ZYX", show="".join)
-print()
-corpus = {"low": 5, "lower": 2, "newest": 6, "widest": 3}                  # word -> frequency
-words = {tuple(w) + ("</w>",): freq for w, freq in corpus.items()}        # "</w>" marks the end of a word
-merges = train_bpe(words, 10, show=" ".join)
-for w in ("lowest", "newer", "wider"):                                     # words never seen in training
-    print(f"encode {w!r}: {bpe_encode(w, merges)}")
+# **选做阅读：子词分词。** 第 6 节的“共享 BPE 词表，约 37000 个 token”是怎么来的？BPE、WordPiece、SentencePiece（Unigram）
+# 和字节级 BPE，连同一个三十来行的纯 Python BPE 和相关面试题，都在附录 10_tokenizers（`10_tokenizers.ipynb`，不计分）里。
 
 # %% [markdown]
-# 第一个例子是讲 BPE 时常用的 `aaabdaaabac`：`aa` 出现最多 → `Z`，得到 `ZabdZabac`；第 2 轮 `Za` 和 `ab` 都出现 2 次，平局。我们的规则取先出现的 `Za`
-# （→ `YbdYbac` → `XdXac`）；另一种常见讲法取 `ab`（→ `ZYdZYac` → `XdXac`）。平局规则只要训练和编码一致即可。
-# 第二个例子（Sennrich 等 2016 的经典语料）里，没见过的 `lowest` 被拆成学过的 `low` + `est</w>`；只要字符都在初始词表里，
-# 最坏也能退回单个字符，不会出现 `<unk>`（字节级 BPE 连这个前提都不需要，见下）。词尾标记 `</w>` 让 `est</w>`（词尾的 est）和词中间的 est 成为不同的 token。
-#
-# 其他几种分词器：
-#
-# - **WordPiece**（BERT）：训练流程同 BPE，但合并的标准不是次数，而是**似然增益**
-#   $\dfrac{\text{count}(ab)}{\text{count}(a)\cdot\text{count}(b)}$：两个符号“总是一起出现”才优先合并。
-#   词中间的片段带 `##` 前缀表示“接在前一个片段后面”，如 `playing` → `play`, `##ing`；编码时从词首开始贪心地取词表里最长的匹配。
-# - **SentencePiece**（T5、LLaMA 1/2）：不需要先按空格切词，把原始文本（包括空格，写成 `▁`）整个当作字符序列，
-#   所以中文、日文这类没有空格的语言也能直接用，解码时原样还原空格。它支持两种算法：BPE，以及 **Unigram 语言模型**
-#   （从一个很大的候选词表出发，反复删掉对语料似然影响最小的 token；编码时用 Viterbi 找概率最大的切分）。T5 用 Unigram，LLaMA 1/2 用 BPE。
-# - **字节级 BPE（byte-level BPE）**（GPT-2 及之后的 GPT 系列）：初始符号是 256 个**字节**而不是字符，任何 UTF-8 文本都能编码，
-#   彻底没有 `<unk>`。GPT-2 的词表是 256 个字节 + 50000 次合并 + 1 个 `<|endoftext|>` = 50257。
-#
-# 同一份语料上，BPE 与 WordPiece 第一步选的对就不同：
-
-# %%
-units = Counter()
-for symbols, freq in words.items():
-    for unit in symbols:
-        units[unit] += freq
-pairs = count_pairs(words)
-wordpiece_best = max(pairs, key=lambda p: pairs[p] / (units[p[0]] * units[p[1]]))   # likelihood gain
-for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece_best)):
-    print(f"{name:9s} first merge: {a} + {b} (count {pairs[a, b]}, count({a}) = {units[a]}, count({b}) = {units[b]}, "
-          f"score {pairs[a, b] / (units[a] * units[b]):.3f})")
-
-# %% [markdown]
-# BPE 选最常见的 `e + s`（9 次）；WordPiece 选 `i + d`：它只出现 3 次，但 `i` 和 `d` 各自也只出现 3 次，每次都在一起。
-#
-# 分词和模型的关系：词表大小 $V$ 决定嵌入矩阵 $V \times d$ 的大小（第 6 节），分词粒度决定序列长度 $n$（注意力的 $n^2$）。
-# 共享源、目标词表（英德这种字母相近的语言对）才能做三者共享的权重共享。
-
-# %% [markdown]
-# ## 11. 易错点清单
+# ## 10. 易错点清单
 #
 # | 错误 | 现象 |
 # | --- | --- |
@@ -767,7 +664,7 @@ for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece
 # | KV 缓存时对单个新 token 还加因果掩码 `(t, t)` | 形状对不上 `(1, t)`：新 token 本来就只看过去 |
 
 # %% [markdown]
-# ## 12. 面试要点（Q&A）
+# ## 11. 面试要点（Q&A）
 #
 # **Q1：用 30 秒讲一下 Transformer 的结构。**
 # 编码器-解码器。编码器 $N$ 层，每层多头自注意力 + FFN；解码器 $N$ 层，每层带因果掩码的自注意力、对编码器输出的交叉注意力、FFN；
@@ -808,16 +705,7 @@ for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece
 # **Q10：Transformer 为什么能取代 RNN？** 训练时整句并行（RNN 必须按时间步串行）；任意两个位置之间的路径长度是 $O(1)$
 # （RNN 是 $O(n)$），长距离依赖更容易学；代价是 $O(n^2)$ 的注意力和需要显式的位置编码。
 #
-# **Q11：BPE 算法的基本流程？** 训练：把词拆成字符（或字节）作为初始词表；统计相邻符号对的频次；把最频繁的一对合并成新符号、
-# 记下这条规则；重复直到词表达到目标大小。编码：把新词拆成字符，按学到的顺序逐条应用合并规则。
-# 好处：词表大小可控，序列长度适中，没见过的词拆成已知子词，不会出现 `<unk>`。
-#
-# **Q12：BPE、WordPiece、SentencePiece、字节级 BPE 有什么区别？** WordPiece（BERT）按似然增益
-# $\text{count}(ab) / (\text{count}(a)\,\text{count}(b))$ 选合并，词中片段带 `##`，编码用最长匹配；
-# SentencePiece（T5、LLaMA 1/2）把含空格（`▁`）的原始文本直接当序列，不需要预分词，算法可选 BPE 或 Unigram 语言模型；
-# 字节级 BPE（GPT-2）以 256 个字节为初始符号，任何文本都能编码。
-#
-# **Q13：困惑度是什么？** $\exp(\text{平均交叉熵})$，相当于模型平均在多少个 token 之间犹豫；均匀乱猜时等于词表大小 $V$，完美预测时是 1。
+# **Q11：困惑度是什么？** $\exp(\text{平均交叉熵})$，相当于模型平均在多少个 token 之间犹豫；均匀乱猜时等于词表大小 $V$，完美预测时是 1。
 #
 # ### 怎么讲：30 秒 / 1 分钟版本
 #
