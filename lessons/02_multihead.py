@@ -50,7 +50,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # %% [markdown]
 # 下面是第 01 章 `scaled_dot_product_attention` 的参考实现（提供给你使用，不计分）：
 
-# %% provided="scaled_dot_product_attention"
+# %% provided="earlier"
 
 # %% [markdown]
 # ## 1. 为什么要多个头

@@ -52,7 +52,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # %% [markdown]
 # 第 01、02 章的参考实现（提供给你使用，不计分）：
 
-# %% provided="scaled_dot_product_attention,MultiHeadAttention"
+# %% provided="earlier"
 
 # %% [markdown]
 # ## 1. 为什么需要位置编码：注意力对顺序“视而不见”

@@ -58,7 +58,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # %% [markdown]
 # 第 01–04 章组件的参考实现（提供给你使用，不计分；展开可阅读）：
 
-# %% provided="scaled_dot_product_attention,MultiHeadAttention,FeedForward,LayerNorm,ResidualLayerNorm"
+# %% provided="earlier"
 
 # %% [markdown]
 # ## 1. 填充掩码：只遮挡键（key），不遮挡查询（query）

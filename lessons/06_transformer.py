@@ -55,7 +55,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # %% [markdown]
 # 第 01–05 章组件的参考实现（提供给你使用，不计分；展开可阅读）：
 
-# %% provided="scaled_dot_product_attention,MultiHeadAttention,sinusoidal_positional_encoding,PositionalEncoding,FeedForward,LayerNorm,ResidualLayerNorm,make_pad_mask,make_subsequent_mask,EncoderLayer,DecoderLayer"
+# %% provided="earlier"
 
 # %% [markdown]
 # ## 1. 整体结构

@@ -60,7 +60,7 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # nbgrader validate/autogr
 # 下面是前几章的参考实现，一直到第 06 章的 `Transformer`（折叠着的只读单元格，提供给你使用，不计分）。
 # 这样即使你前面某章还没做完，这一章也能完整跑通。
 
-# %% provided="scaled_dot_product_attention,MultiHeadAttention,sinusoidal_positional_encoding,PositionalEncoding,FeedForward,LayerNorm,ResidualLayerNorm,make_pad_mask,make_subsequent_mask,EncoderLayer,DecoderLayer,Transformer"
+# %% provided="earlier"
 
 # %% [markdown]
 # ## 1. 词表与一个样本长什么样

@@ -70,7 +70,7 @@ DATA = Path(tutor.__file__).resolve().parents[1] / "data"  # the course's data/ 
 # 下面是前几章的参考实现（折叠着的只读单元格，提供给你使用，不计分）：第 01 章的注意力、第 03 章选做的 RoPE、
 # 第 04 章选做的 RMSNorm、第 05 章的掩码，以及第 06、07 章的 `Transformer` 和复制任务（第 8 节在复制任务上做束搜索）。
 
-# %% provided="scaled_dot_product_attention,MultiHeadAttention,sinusoidal_positional_encoding,PositionalEncoding,FeedForward,LayerNorm,ResidualLayerNorm,RMSNorm,rope_frequencies,apply_rope,make_pad_mask,make_subsequent_mask,EncoderLayer,DecoderLayer,Transformer,make_copy_batch,copy_loss,exact_match,noam_lr,train_step,train_copy_model"
+# %% provided="earlier"
 
 # %% [markdown]
 # ## 1. 文本与字符级分词器

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+import contract
 import solutions
 from solutions import (
     DecoderLayer,
@@ -34,59 +35,21 @@ from solutions import (
     softmax,
 )
 
-# Chapter of every reference object, in teaching order (bonus pieces in their chapter).
-CHAPTERS = {
-    "01": ["softmax", "attention_numpy", "scaled_dot_product_attention", "ScaledDotProductAttention"],
-    "02": ["MultiHeadAttention"],
-    "03": ["sinusoidal_positional_encoding", "PositionalEncoding", "LearnedPositionalEmbedding",
-           "rope_frequencies", "apply_rope"],
-    "04": ["FeedForward", "LayerNorm", "ResidualLayerNorm", "RMSNorm", "PreLNResidual"],
-    "05": ["make_pad_mask", "make_subsequent_mask", "EncoderLayer", "DecoderLayer"],
-    "06": ["Transformer", "greedy_decode_cached"],
-}
-
-# COURSE_DESIGN §4 (plus the bonus API): callable -> its parameters as "name" or "name=default".
-SIGNATURES = {
-    "softmax": "x, axis=-1",
-    "attention_numpy": "Q, K, V, mask=None",
-    "scaled_dot_product_attention": "Q, K, V, mask=None, dropout_p=0.0, training=False",
-    "ScaledDotProductAttention": "dropout=0.0",
-    "ScaledDotProductAttention.forward": "Q, K, V, mask=None",
-    "MultiHeadAttention": "d_model, num_heads, dropout=0.0",
-    "MultiHeadAttention.forward": "x_q, x_kv, mask=None",
-    "sinusoidal_positional_encoding": "max_len, d_model",
-    "PositionalEncoding": "d_model, max_len=5000, dropout=0.0",
-    "PositionalEncoding.forward": "x",
-    "FeedForward": "d_model, d_ff, dropout=0.0, activation='relu'",
-    "LayerNorm": "d_model, eps=1e-05",
-    "ResidualLayerNorm": "d_model, eps=1e-05",
-    "ResidualLayerNorm.forward": "x, sublayer_out",
-    "make_pad_mask": "tokens, pad_id=0",
-    "make_subsequent_mask": "T, device=None",
-    "EncoderLayer": "d_model, num_heads, d_ff, dropout=0.1",
-    "EncoderLayer.forward": "x, src_mask=None",
-    "DecoderLayer": "d_model, num_heads, d_ff, dropout=0.1",
-    "DecoderLayer.forward": "y, memory, tgt_mask=None, memory_mask=None",
-    "Transformer": "src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, "
-                   "dropout=0.1, max_len=512, pad_id=0",
-    "Transformer.encode": "src",
-    "Transformer.decode": "tgt_in, memory, src_mask=None",
-    "Transformer.forward": "src, tgt_in",
-    "Transformer.greedy_decode": "src, bos_id, eos_id, max_new_tokens",
-    # bonus
-    "LearnedPositionalEmbedding": "d_model, max_len=512, dropout=0.0",
-    "rope_frequencies": "d, base=10000.0",
-    "apply_rope": "x, positions=None, base=10000.0",
-    "RMSNorm": "d_model, eps=1e-06",
-    "PreLNResidual": "d_model, eps=1e-05",
-    "PreLNResidual.forward": "x, sublayer",
-    "greedy_decode_cached": "model, src, bos_id, eos_id, max_new_tokens",
-}
+# The contract's signatures, from the registry: callable -> its parameters as "name" or
+# "name=default" ("*" before keyword-only ones), methods as "Class.method".
+SIGNATURES = {**{c.name: c.signature for c in contract.COMPONENTS if c.kind != "constant"},
+              **{f"{c.name}.{m}": sig for c in contract.COMPONENTS for m, sig in c.methods.items()}}
 
 
 def _params(obj):
     params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
-    return ", ".join(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}" for p in params)
+    shown, star = [], False
+    for p in params:
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            shown.append("*")
+            star = True
+        shown.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}")
+    return ", ".join(shown)
 
 
 @pytest.mark.parametrize("qualname", sorted(SIGNATURES))
@@ -97,11 +60,18 @@ def test_signature_matches_contract(qualname):
     assert _params(obj) == SIGNATURES[qualname]
 
 
-def test_every_object_is_exported_and_in_a_chapter():
-    names = [n for chapter in CHAPTERS.values() for n in chapter]
-    assert sorted(names) == sorted(set(names))
-    assert set(names) <= set(solutions.__all__)
+def test_every_registered_object_is_exported():
+    assert solutions.__all__ == [c.name for c in contract.COMPONENTS]
     assert all(hasattr(solutions, n) for n in solutions.__all__)
+
+
+def test_every_public_method_has_a_registered_signature():
+    """A class's public methods are part of the contract: each must be in its registry entry."""
+    for c in contract.COMPONENTS:
+        obj = getattr(solutions, c.name)
+        if inspect.isclass(obj):
+            public = {m for m, f in vars(obj).items() if not m.startswith("_") and callable(f)}
+            assert public == set(c.methods), f"{c.name}: methods {sorted(public)}, registry {sorted(c.methods)}"
 
 
 def test_contract_attribute_names():
@@ -388,10 +358,10 @@ def _names_loaded_but_not_bound(tree):
     return loaded - bound
 
 
-@pytest.mark.parametrize("chapter,name", [(c, n) for c, names in CHAPTERS.items() for n in names])
+@pytest.mark.parametrize("chapter,name", [(c.chapter, c.name) for c in contract.COMPONENTS if c.exercise])
 def test_object_is_self_contained_and_marked(chapter, name):
     source = inspect.getsource(getattr(solutions, name))
-    earlier = {n for c, names in CHAPTERS.items() if c <= chapter for n in names}
+    earlier = {c.name for c in contract.COMPONENTS if c.chapter <= chapter}
     free = _names_loaded_but_not_bound(ast.parse(source)) - ALLOWED_GLOBALS - earlier
     assert not free, f"{name} uses names a notebook cell would not have: {sorted(free)}"
 
@@ -402,6 +372,8 @@ def test_object_is_self_contained_and_marked(chapter, name):
     tree = ast.parse(source).body[0]
     assert ast.get_docstring(tree), f"{name} has no docstring"
     if isinstance(tree, ast.ClassDef):
-        for method in ("__init__", "forward"):
-            body = inspect.getsource(getattr(getattr(solutions, name), method))
-            assert body.count("### BEGIN SOLUTION") == 1, f"{name}.{method} has no solution region"
+        cls = getattr(solutions, name)
+        regions = {m: inspect.getsource(getattr(cls, m)).count("### BEGIN SOLUTION") for m in ["__init__", *vars(cls)]
+                   if inspect.isfunction(vars(cls).get(m))}
+        assert regions["__init__"] == 1, f"{name}.__init__ has no solution region"
+        assert sum(regions.values()) >= 2, f"{name}: only __init__ has a solution region"

@@ -26,11 +26,19 @@ so weights are copied by name only. A fused projection is fine when it keeps tho
 fuses at compute time (``torch.cat`` of the weights, one matmul); a module that stores a single
 ``W_qkv`` fails with a message listing the missing and unexpected ``state_dict`` keys.
 """
+import importlib
+import inspect
 import math
 import re
 import traceback
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import contract
 
 from . import guard, mistakes
 
@@ -63,6 +71,33 @@ class _Fail(Exception):
 
 
 NOT_IMPLEMENTED = "尚未实现 / not implemented yet"
+
+CHECKS = {}  # check name -> check function, filled by @register
+
+
+def register(name):
+    """Register the decorated function as the check ``name``, one the contract registry declares
+    (``contract.Component.checks``)."""
+    if name not in contract.CHECK_NAMES:
+        raise KeyError(f"check {name!r}: declare it in contract/__init__.py (a component's checks) first")
+
+    def decorate(fn):
+        if name in CHECKS:
+            raise ValueError(f"check {name!r} is registered twice")
+        CHECKS[name] = fn
+        return fn
+    return decorate
+
+
+class _Reference:
+    """The reference package ``solutions``, imported on first use: a learner's kernel imports
+    ``tutor`` in its setup cell, where the reference must stay unloaded."""
+
+    def __getattr__(self, name):
+        return getattr(importlib.import_module("solutions"), name)
+
+
+solutions = _Reference()
 RAISES = object()  # a variant that raises on a case
 
 
@@ -71,8 +106,6 @@ RAISES = object()  # a variant that raises on a case
 @contextmanager
 def _sandbox():
     """Seeded, float64 by default, RNG states and default dtype restored afterwards."""
-    import numpy as np
-    import torch
 
     torch_state, np_state, dtype = torch.get_rng_state(), np.random.get_state(), torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
@@ -104,8 +137,6 @@ def _learner_line(exc):
 
 
 def _to_numpy(v):
-    import numpy as np
-    import torch
 
     if isinstance(v, torch.Tensor):
         return v.detach().cpu().numpy()
@@ -114,8 +145,6 @@ def _to_numpy(v):
 
 def _compare(key, expected, got):
     """None when ``got`` matches ``expected``; otherwise a one-line bilingual reason."""
-    import numpy as np
-    import torch
 
     if isinstance(expected, float):
         if not isinstance(got, (float, int)) and not (isinstance(got, torch.Tensor) and got.numel() == 1):
@@ -173,7 +202,6 @@ def _unpack(ret, names, call):
 
 def _perturb(module, seed):
     """Non-default norm weights and biases: every 1-D parameter gets noise (seeded)."""
-    import torch
 
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -184,9 +212,7 @@ def _perturb(module, seed):
 
 
 def _reference(name, *args, seed=0, **kwargs):
-    import torch
 
-    import solutions
 
     torch.manual_seed(seed)
     return _perturb(getattr(solutions, name)(*args, **kwargs).double(), seed + 1).eval()
@@ -194,7 +220,6 @@ def _reference(name, *args, seed=0, **kwargs):
 
 def _build(cls, args, kwargs, ref, seed=0):
     """Construct the learner's class (seeded) and copy the reference weights by name."""
-    import torch
 
     torch.manual_seed(seed)
     call = f"{getattr(cls, '__name__', cls)}({', '.join([repr(a) for a in args] + [f'{k}={v!r}' for k, v in kwargs.items()])})"
@@ -227,7 +252,6 @@ def _build(cls, args, kwargs, ref, seed=0):
 def _grads(out, inputs, module, seed, loss_mask=None):
     """Backward of a fixed random projection of ``out``: gradients of inputs and parameters.
     ``loss_mask`` (broadcastable to ``out``) keeps only the outputs a training loss uses."""
-    import torch
 
     gen = torch.Generator().manual_seed(seed + 7)
     weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
@@ -353,7 +377,6 @@ class _Table:
 
     def out(self, key, i, which=None):
         """Output of variant ``key`` on case ``i`` (``which``: its ``which``-th bug alone), or RAISES."""
-        import torch
 
         if (key, i, which) not in self.cache:
             entry = self.entries[key][i]
@@ -523,7 +546,6 @@ def _owners(kind, module, ref):
 def _probe(kind, pairs, where):
     """Findings about a learner's part run alone on a few inputs next to the reference's part;
     ``pairs``: (learner part, reference part), one per size the check built."""
-    import torch
 
     names, forward = OUTPUTS[kind], FORWARD[kind]
     inner = _parts_alone(kind, pairs, where + ".") if kind in PARTS else []
@@ -598,14 +620,12 @@ def _finding_lines(name, findings):
 
 
 def _randn(gen, *shape, scale=1.0):
-    import torch
 
     return scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
 def _attention_cases():
     """SDPA cases: 4-D and 3-D, T_q != T_k, d_v != d_k, padding/causal/combined masks, a fully masked row, 0/1 ints."""
-    import torch
 
     g = torch.Generator().manual_seed(1)
     cases = []
@@ -639,7 +659,6 @@ def _cached(case, compute):
 
 
 def _detached(out):
-    import torch
 
     return {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
 
@@ -647,7 +666,6 @@ def _detached(out):
 def _function_check(name, names, call, reference_fn, grads=()):
     """(learner, reference) for a function. ``call(fn, case, leaves)`` -> raw return;
     ``grads``: input names whose gradients (of the first output) are compared."""
-    import torch
 
     def outputs(fn, case, label):
         leaves = {k: _leaf(case[k]) for k in grads if k in case.inputs}
@@ -666,7 +684,6 @@ def _module_check(name, names, make_args, forward, grads=(), load=True, loss_mas
     """(learner, reference, ref_for) for a class. ``make_args(case)`` -> (args, kwargs) of the
     constructor; ``forward(module, case, leaves)`` -> raw return; ``loss_mask(case)`` -> the
     outputs a training loss uses (gradients come from those only)."""
-    import torch
 
     refs = {}
 
@@ -702,8 +719,8 @@ def _module_check(name, names, make_args, forward, grads=(), load=True, loss_mas
     return learner, reference, ref_for
 
 
+@register("MultiHeadAttention")
 def check_MultiHeadAttention(cls):
-    import torch
 
     g = torch.Generator().manual_seed(2)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
@@ -730,6 +747,7 @@ def check_MultiHeadAttention(cls):
     return _run("MultiHeadAttention", cls, cases, learner, reference, ref_for)
 
 
+@register("ScaledDotProductAttention")
 def check_ScaledDotProductAttention(cls):
     cases = _attention_cases()[:4]
     forward = lambda m, case, x: m(x["Q"], x["K"], x["V"], case.get("mask"))  # noqa: E731
@@ -739,8 +757,8 @@ def check_ScaledDotProductAttention(cls):
     return _run("ScaledDotProductAttention", cls, cases, learner, reference, ref_for)
 
 
+@register("scaled_dot_product_attention")
 def check_scaled_dot_product_attention(fn):
-    import solutions
 
     call = lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask"))  # noqa: E731
     learner, reference = _function_check("scaled_dot_product_attention", ("out", "attn"), call,
@@ -748,8 +766,8 @@ def check_scaled_dot_product_attention(fn):
     return _run("scaled_dot_product_attention", fn, _attention_cases(), learner, reference)
 
 
+@register("attention_numpy")
 def check_attention_numpy(fn):
-    import solutions
 
     cases = [Case(c.label, {k: v.numpy() for k, v in c.inputs.items()}) for c in _attention_cases()]
     call = lambda f, case, _: f(*(case[k].copy() for k in ("Q", "K", "V")), case.get("mask"))  # noqa: E731
@@ -757,10 +775,9 @@ def check_attention_numpy(fn):
     return _run("attention_numpy", fn, cases, learner, reference)
 
 
+@register("softmax")
 def check_softmax(fn):
-    import numpy as np
 
-    import solutions
 
     rng = np.random.default_rng(0)
     cases = [Case("axis=-1, 2 维 / 2-D", {"x": rng.normal(size=(2, 5)) * 3}, {"axis": -1}),
@@ -773,8 +790,8 @@ def check_softmax(fn):
     return _run("softmax", fn, cases, learner, reference)
 
 
+@register("sinusoidal_positional_encoding")
 def check_sinusoidal_positional_encoding(fn):
-    import solutions
 
     cases = [Case(f"max_len={m}, d_model={d}", {}, {"max_len": m, "d_model": d})
              for m, d in ((10, 16), (50, 8), (7, 5), (1, 4))]
@@ -784,8 +801,8 @@ def check_sinusoidal_positional_encoding(fn):
     return _run("sinusoidal_positional_encoding", fn, cases, learner, reference)
 
 
+@register("PositionalEncoding")
 def check_PositionalEncoding(cls):
-    import torch
 
     g = torch.Generator().manual_seed(3)
     cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
@@ -797,8 +814,8 @@ def check_PositionalEncoding(cls):
     return _run("PositionalEncoding", cls, cases, learner, reference, ref_for)
 
 
+@register("FeedForward")
 def check_FeedForward(cls):
-    import torch
 
     g = torch.Generator().manual_seed(4)
     cases = [Case("relu, x (2, 5, 8), d_ff=32", {"x": _randn(g, 2, 5, 8)}, {"d_ff": 32, "activation": "relu"}),
@@ -811,7 +828,6 @@ def check_FeedForward(cls):
 
 
 def _norm_cases(seed):
-    import torch
 
     g = torch.Generator().manual_seed(seed)
     return [Case("x (2, 5, 8)", {"x": _randn(g, 2, 5, 8, scale=3.0) + 1.0}, {"eps": 1e-5}),
@@ -820,6 +836,7 @@ def _norm_cases(seed):
             Case("2 维输入 / 2-D input x (4, 8)", {"x": _randn(g, 4, 8, scale=0.5)}, {"eps": 1e-5})]
 
 
+@register("LayerNorm")
 def check_LayerNorm(cls):
     learner, reference, ref_for = _module_check(
         "LayerNorm", OUTPUTS["LayerNorm"], lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
@@ -827,6 +844,7 @@ def check_LayerNorm(cls):
     return _run("LayerNorm", cls, _norm_cases(5), learner, reference, ref_for)
 
 
+@register("RMSNorm")
 def check_RMSNorm(cls):
     learner, reference, ref_for = _module_check(
         "RMSNorm", ("out",), lambda case: ((case["x"].size(-1),), {"eps": case["eps"]}),
@@ -834,8 +852,8 @@ def check_RMSNorm(cls):
     return _run("RMSNorm", cls, _norm_cases(6), learner, reference, ref_for)
 
 
+@register("ResidualLayerNorm")
 def check_ResidualLayerNorm(cls):
-    import torch
 
     g = torch.Generator().manual_seed(7)
     cases = []
@@ -848,8 +866,8 @@ def check_ResidualLayerNorm(cls):
     return _run("ResidualLayerNorm", cls, cases, learner, reference, ref_for)
 
 
+@register("PreLNResidual")
 def check_PreLNResidual(cls):
-    import torch
 
     cases = _norm_cases(8)
     for c in cases:
@@ -863,10 +881,9 @@ def check_PreLNResidual(cls):
     return _run("PreLNResidual", cls, cases, learner, reference, ref_for)
 
 
+@register("make_pad_mask")
 def check_make_pad_mask(fn):
-    import torch
 
-    import solutions
 
     cases = [Case("pad_id=0, B=2 T=6", {"tokens": torch.tensor([[5, 3, 4, 0, 0, 0], [7, 7, 8, 9, 3, 0]])}, {"pad_id": 0}),
              Case("pad_id=9, B=1 T=4", {"tokens": torch.tensor([[9, 4, 9, 9]])}, {"pad_id": 9}),
@@ -876,8 +893,8 @@ def check_make_pad_mask(fn):
     return _run("make_pad_mask", fn, cases, learner, reference)
 
 
+@register("make_subsequent_mask")
 def check_make_subsequent_mask(fn):
-    import solutions
 
     cases = [Case(f"T={T}", {}, {"T": T}) for T in (4, 1, 7)]
     call = lambda f, case, _: f(case["T"])  # noqa: E731
@@ -886,14 +903,13 @@ def check_make_subsequent_mask(fn):
 
 
 def _pad_causal(keep):
-    import torch
 
     T = keep.size(1)
     return keep[:, None, None, :] & torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None]
 
 
+@register("EncoderLayer")
 def check_EncoderLayer(cls):
-    import torch
 
     g = torch.Generator().manual_seed(10)
     keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
@@ -906,8 +922,8 @@ def check_EncoderLayer(cls):
     return _run("EncoderLayer", cls, cases, learner, reference, ref_for)
 
 
+@register("DecoderLayer")
 def check_DecoderLayer(cls):
-    import torch
 
     g = torch.Generator().manual_seed(11)
     keep_t = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
@@ -928,8 +944,8 @@ def check_DecoderLayer(cls):
 TRANSFORMER_CFG = dict(d_model=16, num_heads=2, d_ff=32, num_layers=2, dropout=0.1, max_len=32, pad_id=0)
 
 
+@register("Transformer")
 def check_Transformer(cls):
-    import torch
 
     cases = [Case("B=2, T_s=7 T_t=5, 源和目标都有填充 / padding in source and target",
                   {"src": torch.tensor([[5, 3, 8, 4, 9, 2, 0], [7, 6, 2, 0, 0, 0, 0]]),
@@ -954,7 +970,6 @@ def _greedy_case(ref):
     A random model rarely stops where a test needs it: the EOS logit bias of ``ref`` is shifted
     step by step until the reference output shows early stopping and padding (computed, never
     hard-coded; remembered for the process)."""
-    import torch
 
     src = torch.tensor([[5, 3, 8, 4, 9, 2, 0], [7, 6, 2, 0, 0, 0, 0], [4, 4, 5, 6, 7, 8, 2]])
     case = Case("B=3, max_new_tokens=8, 各行在不同步结束 / rows finish at different steps",
@@ -973,6 +988,7 @@ def _greedy_case(ref):
     raise RuntimeError("internal: no EOS bias gives early stopping")
 
 
+@register("greedy_decode")
 def check_greedy_decode(cls):
     ref = _reference("Transformer", 11, 13, **TRANSFORMER_CFG)
     cases = [_greedy_case(ref)]
@@ -982,8 +998,8 @@ def check_greedy_decode(cls):
     return _run("greedy_decode", cls, cases, learner, reference, lambda case: ref)
 
 
+@register("LearnedPositionalEmbedding")
 def check_LearnedPositionalEmbedding(cls):
-    import torch
 
     g = torch.Generator().manual_seed(12)
     cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
@@ -994,10 +1010,9 @@ def check_LearnedPositionalEmbedding(cls):
     return _run("LearnedPositionalEmbedding", cls, cases, learner, reference, ref_for)
 
 
+@register("apply_rope")
 def check_apply_rope(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(13)
     cases = [Case("x (2, 2, 5, 8)", {"x": _randn(g, 2, 2, 5, 8)}), Case("x (3, 4)", {"x": _randn(g, 3, 4)})]
@@ -1006,24 +1021,22 @@ def check_apply_rope(fn):
     return _run("apply_rope", fn, cases, learner, reference)
 
 
+@register("copy_loss")
 def check_copy_loss(fn):
-    import torch
 
-    import solutions.copy_task
 
     g = torch.Generator().manual_seed(14)
     cases = [Case("B=2 T=5 V=7, 有填充 / with padding", {"logits": _randn(g, 2, 5, 7, scale=2.0),
                                                        "tgt_out": torch.tensor([[3, 4, 5, 2, 0], [6, 2, 0, 0, 0]])}, {"pad_id": 0}),
              Case("pad_id=6, B=1", {"logits": _randn(g, 1, 4, 7), "tgt_out": torch.tensor([[3, 2, 6, 6]])}, {"pad_id": 6})]
     call = lambda f, case, x: f(x["logits"], case["tgt_out"].clone(), case["pad_id"])  # noqa: E731
-    learner, reference = _function_check("copy_loss", ("loss",), call, solutions.copy_task.copy_loss, grads=("logits",))
+    learner, reference = _function_check("copy_loss", ("loss",), call, solutions.copy_loss, grads=("logits",))
     return _run("copy_loss", fn, cases, learner, reference)
 
 
+@register("exact_match")
 def check_exact_match(fn):
-    import torch
 
-    import solutions.copy_task
 
     tgt = torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0], [6, 7, 8, 2], [4, 2, 0, 0]])
     cases = [Case("一行错 / one row wrong before EOS",
@@ -1035,13 +1048,12 @@ def check_exact_match(fn):
     for c in cases:
         c.extra = {"eos_id": 2, "pad_id": 0}
     call = lambda f, case, _: f(case["pred"].clone(), case["tgt_out"].clone(), 2, 0)  # noqa: E731
-    learner, reference = _function_check("exact_match", ("score",), call, solutions.copy_task.exact_match)
-    return _run("exact_match", fn, cases, learner, reference, lambda case: solutions.copy_task.exact_match)
+    learner, reference = _function_check("exact_match", ("score",), call, solutions.exact_match)
+    return _run("exact_match", fn, cases, learner, reference, lambda case: solutions.exact_match)
 
 
 def _copy_batch_properties(batch, B, V, min_len, max_len):
     """None when a batch follows the copy-task contract, else the first broken property."""
-    import torch
 
     PAD, BOS, EOS = 0, 1, 2
     if not isinstance(batch, (tuple, list)) or len(batch) != 3:
@@ -1073,8 +1085,8 @@ def _copy_batch_properties(batch, B, V, min_len, max_len):
     return None
 
 
+@register("make_copy_batch")
 def check_make_copy_batch(fn):
-    import torch
 
     if (problem := _refused("make_copy_batch", fn)) is not None:
         return problem
@@ -1160,7 +1172,6 @@ SHARED = {"LayerNorm": "shared_norm", "ResidualLayerNorm": "shared_norm",
 def _probe_cases(kind, ref):
     """Inputs for running one part alone, sized from the reference part; the norms also get a
     small-variance input, where eps matters."""
-    import torch
 
     g = torch.Generator().manual_seed(20)
     if kind == "LayerNorm":
@@ -1187,40 +1198,13 @@ def _probe_cases(kind, ref):
                        "memory_mask": pad})]
 
 
-CHECKS = {
-    "softmax": check_softmax,
-    "attention_numpy": check_attention_numpy,
-    "scaled_dot_product_attention": check_scaled_dot_product_attention,
-    "ScaledDotProductAttention": check_ScaledDotProductAttention,
-    "MultiHeadAttention": check_MultiHeadAttention,
-    "sinusoidal_positional_encoding": check_sinusoidal_positional_encoding,
-    "PositionalEncoding": check_PositionalEncoding,
-    "FeedForward": check_FeedForward,
-    "LayerNorm": check_LayerNorm,
-    "ResidualLayerNorm": check_ResidualLayerNorm,
-    "make_pad_mask": check_make_pad_mask,
-    "make_subsequent_mask": check_make_subsequent_mask,
-    "EncoderLayer": check_EncoderLayer,
-    "DecoderLayer": check_DecoderLayer,
-    "Transformer": check_Transformer,
-    "greedy_decode": check_greedy_decode,
-    "make_copy_batch": check_make_copy_batch,
-    "copy_loss": check_copy_loss,
-    "exact_match": check_exact_match,
-    # bonus
-    "RMSNorm": check_RMSNorm,
-    "LearnedPositionalEmbedding": check_LearnedPositionalEmbedding,
-    "apply_rope": check_apply_rope,
-    "PreLNResidual": check_PreLNResidual,
-}
 
 
 # ---------------------------------------------------------------- LLM components (docs/CONTRACT_LLM.md)
 
+@register("repeat_kv")
 def check_repeat_kv(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(30)
     cases = [Case(f"x {shape}, n_rep={n}", {"x": _randn(g, *shape)}, {"n_rep": n})
@@ -1237,8 +1221,8 @@ def _gqa_forward(m, case, x):
     return out, cache[0], cache[1]
 
 
+@register("GroupedQueryAttention")
 def check_GroupedQueryAttention(cls):
-    import torch
 
     g = torch.Generator().manual_seed(31)
     keep = torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]], dtype=torch.bool)
@@ -1265,8 +1249,8 @@ def check_GroupedQueryAttention(cls):
     return _run("GroupedQueryAttention", cls, cases, learner, reference, ref_for)
 
 
+@register("SwiGLU")
 def check_SwiGLU(cls):
-    import torch
 
     g = torch.Generator().manual_seed(32)
     cases = [Case("x (2, 5, 8), d_ff=12", {"x": _randn(g, 2, 5, 8)}, {"d_ff": 12}),
@@ -1278,8 +1262,8 @@ def check_SwiGLU(cls):
     return _run("SwiGLU", cls, cases, learner, reference, ref_for)
 
 
+@register("GPTBlock")
 def check_GPTBlock(cls):
-    import torch
 
     g = torch.Generator().manual_seed(33)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
@@ -1297,8 +1281,8 @@ def check_GPTBlock(cls):
 GPT_CFG = dict(d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, max_len=16)
 
 
+@register("GPT")
 def check_GPT(cls):
-    import torch
 
     cases = [Case("B=2 T=6, 不共享权重 / untied", {"idx": torch.tensor([[3, 4, 5, 6, 7, 8], [1, 9, 9, 2, 0, 10]])},
                   {"tie": False}),
@@ -1312,12 +1296,8 @@ def check_GPT(cls):
 def _provided(*names):
     """The reference source of ``names`` (and what they use) run outside ``solutions``, as a notebook's
     provided cell: a model the learner's function may call while the guard watches."""
-    import inspect
 
-    import torch
-    import torch.nn.functional as F
 
-    import solutions
 
     namespace = {"math": math, "torch": torch, "nn": torch.nn, "F": F}
     for name in names:
@@ -1327,7 +1307,6 @@ def _provided(*names):
 
 def _moderate(module, seed):
     """Weights of moderate size, so that sampled and greedy tokens vary (the 0.02 init is nearly uniform)."""
-    import torch
 
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -1337,10 +1316,9 @@ def _moderate(module, seed):
     return module.eval()
 
 
+@register("generate")
 def check_generate(fn):
-    import torch
 
-    import solutions
 
     ns = _provided("scaled_dot_product_attention", "rope_frequencies", "apply_rope", "RMSNorm", "repeat_kv",
                    "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT")
@@ -1366,17 +1344,15 @@ def check_generate(fn):
 
 def _neg_inf_as_min(t):
     """-inf and the dtype's most negative finite number both block a token: compare them as one."""
-    import torch
 
     if type(t) is not torch.Tensor or not t.dtype.is_floating_point:
         return t
     return t.masked_fill(t == float("-inf"), torch.finfo(t.dtype).min)
 
 
+@register("top_k_filter")
 def check_top_k_filter(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(37)
     ties = torch.tensor([[3.0, 2.0, 2.0, 1.0, 0.5, 2.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])
@@ -1389,10 +1365,9 @@ def check_top_k_filter(fn):
     return _run("top_k_filter", fn, cases, learner, reference)
 
 
+@register("top_p_filter")
 def check_top_p_filter(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(38)
     exact = torch.tensor([[0.5, 0.25, 0.125, 0.125], [0.125, 0.125, 0.25, 0.5]]).log()  # exact binary fractions
@@ -1405,7 +1380,6 @@ def check_top_p_filter(fn):
 
 
 def _sampling_cases(seed):
-    import torch
 
     g = torch.Generator().manual_seed(seed)
     cases = [Case(f"T={t}, top_k={k}, top_p={p}, logits {shape}", {"logits": _randn(g, *shape, scale=2.0)},
@@ -1418,18 +1392,17 @@ def _sampling_cases(seed):
     return cases
 
 
+@register("sampling_probs")
 def check_sampling_probs(fn):
-    import solutions
 
     call = lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"])  # noqa: E731
     learner, reference = _function_check("sampling_probs", ("probs",), call, solutions.sampling_probs)
     return _run("sampling_probs", fn, _sampling_cases(39), learner, reference)
 
 
+@register("sample_next_token")
 def check_sample_next_token(fn):
-    import torch
 
-    import solutions
 
     cases = _sampling_cases(40)
     cases.append(Case("温度 0 = 贪心 / temperature 0 = greedy", {"logits": cases[0]["logits"]},
@@ -1443,10 +1416,9 @@ def check_sample_next_token(fn):
     return _run("sample_next_token", fn, cases, learner, reference)
 
 
+@register("beam_search")
 def check_beam_search(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(41)
     tables = [torch.log_softmax(1.5 * torch.randn(8, 5, 5, generator=g), -1) for _ in range(2)]
@@ -1475,10 +1447,9 @@ def check_beam_search(fn):
     return _run("beam_search", fn, cases, learner, reference)
 
 
+@register("softmax_backward")
 def check_softmax_backward(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(44)
     cases = []
@@ -1490,10 +1461,9 @@ def check_softmax_backward(fn):
     return _run("softmax_backward", fn, cases, learner, reference)
 
 
+@register("layer_norm_backward")
 def check_layer_norm_backward(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(45)
     cases = [Case(f"x {shape}, eps={eps}", {"x": _randn(g, *shape, scale=2.0) + 0.5, "weight": 1 + _randn(g, shape[-1], scale=0.3),
@@ -1505,10 +1475,9 @@ def check_layer_norm_backward(fn):
     return _run("layer_norm_backward", fn, cases, learner, reference)
 
 
+@register("cross_entropy")
 def check_cross_entropy(fn):
-    import torch
 
-    import solutions
 
     g = torch.Generator().manual_seed(46)
     cases = [Case("logits (2, 5, 7), 无平滑 / no smoothing, ignore_index=0",
@@ -1528,8 +1497,8 @@ def check_cross_entropy(fn):
     return _run("cross_entropy", fn, cases, learner, reference)
 
 
+@register("make_sliding_window_mask")
 def check_make_sliding_window_mask(fn):
-    import solutions
 
     cases = [Case(f"T={T}, window={w}", {}, {"T": T, "window": w}) for T, w in ((6, 3), (5, 1), (7, 2), (4, 9))]
     call = lambda f, case, _: f(case["T"], case["window"])  # noqa: E731
@@ -1537,8 +1506,8 @@ def check_make_sliding_window_mask(fn):
     return _run("make_sliding_window_mask", fn, cases, learner, reference)
 
 
+@register("attention_flops_and_memory")
 def check_attention_flops_and_memory(fn):
-    import solutions
 
     keys = ("n", "d", "H", "num_kv_heads", "batch", "bytes_per_element")
     cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)), {}, dict(zip(keys, values)))
@@ -1550,8 +1519,8 @@ def check_attention_flops_and_memory(fn):
     return _run("attention_flops_and_memory", fn, cases, learner, reference)
 
 
+@register("kv_cache_bytes")
 def check_kv_cache_bytes(fn):
-    import solutions
 
     keys = ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element")
     cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)), {}, dict(zip(keys, values)))
@@ -1562,25 +1531,6 @@ def check_kv_cache_bytes(fn):
     return _run("kv_cache_bytes", fn, cases, learner, reference)
 
 
-CHECKS.update({
-    "repeat_kv": check_repeat_kv,
-    "GroupedQueryAttention": check_GroupedQueryAttention,
-    "SwiGLU": check_SwiGLU,
-    "GPTBlock": check_GPTBlock,
-    "GPT": check_GPT,
-    "generate": check_generate,
-    "top_k_filter": check_top_k_filter,
-    "top_p_filter": check_top_p_filter,
-    "sampling_probs": check_sampling_probs,
-    "sample_next_token": check_sample_next_token,
-    "beam_search": check_beam_search,
-    "softmax_backward": check_softmax_backward,
-    "layer_norm_backward": check_layer_norm_backward,
-    "cross_entropy": check_cross_entropy,
-    "make_sliding_window_mask": check_make_sliding_window_mask,
-    "attention_flops_and_memory": check_attention_flops_and_memory,
-    "kv_cache_bytes": check_kv_cache_bytes,
-})
 
 
 def run_check(name, obj):

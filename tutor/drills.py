@@ -26,14 +26,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import contract
+
 from . import mistakes
 
 LESSON = "09_drills"
 PROGRESS_FILE = "drills_progress.json"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 WORKSPACE = "workspace"
-HEADER = "## 练习 "
-USES = re.compile(r"uses your ([^)]*)")  # how a drill's docstring names the earlier drills it builds on  # every drill's group of cells starts with a markdown cell that starts like this
+HEADER = "## 练习 "  # every drill's group of cells starts with a markdown cell that starts like this
+USES = re.compile(r"uses your ([^)]*)")  # how a drill's docstring names the earlier drills it builds on
 
 
 @dataclass(frozen=True)
@@ -41,64 +43,53 @@ class Drill:
     name: str            # the course check that grades it (tutor.checks.CHECKS)
     title: str           # 中文 / English
     minutes: int         # interview-style target time
-    mistakes: tuple      # tutor.mistakes ids its check names (tests/test_drills.py ties them to the catalogue)
-    code: tuple = ()     # the reference objects a reveal shows (default: (name,))
+
+    @property
+    def mistakes(self):
+        """The classic mistakes its check names (the contract registry; tests/test_drills.py ties
+        them to the catalogue)."""
+        return contract.get(self.name).mistakes
 
     @property
     def objects(self):
-        return self.code or (self.name,)
+        """The reference objects a reveal shows: every component this drill's check proves."""
+        return tuple(c.name for c in contract.COMPONENTS if self.name in c.checks)
 
 
 DRILLS = [
-    Drill("softmax", "数值稳定的 softmax / stable softmax", 5, ("softmax_unstable", "softmax_ignores_axis")),
-    Drill("attention_numpy", "NumPy 注意力 / attention in NumPy", 8, ("no_scale",)),
-    Drill("scaled_dot_product_attention", "缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)", 10,
-          ("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
-           "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool")),
-    Drill("MultiHeadAttention", "多头注意力 / multi-head attention", 15,
-          ("no_scale", "scale_by_d_model", "split_heads_no_transpose", "merge_heads_no_transpose",
-           "view_without_contiguous", "missing_w_o", "kv_swapped")),
-    Drill("sinusoidal_positional_encoding", "正弦位置编码表 / sinusoidal positional encoding", 8,
-          ("pe_sin_cos_swapped", "pe_freq_factor_2", "pe_sin_cos_halves")),
-    Drill("PositionalEncoding", "位置编码模块 / positional-encoding module", 5, ("pe_not_sliced", "pe_sin_cos_swapped")),
-    Drill("apply_rope", "旋转位置编码 RoPE / rotary position embedding", 10, ("rope_half_split", "rope_rotation_inverted"),
-          code=("rope_frequencies", "apply_rope")),
-    Drill("FeedForward", "前馈网络 / feed-forward network", 5,
-          ("ffn_no_activation", "ffn_wrong_activation", "ffn_activation_after_fc2")),
-    Drill("LayerNorm", "LayerNorm", 8, ("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine")),
-    Drill("RMSNorm", "RMSNorm", 5, ("rms_subtracts_mean",)),
-    Drill("ResidualLayerNorm", "残差 + LayerNorm（Post-LN）/ residual + LayerNorm (Post-LN)", 3,
-          ("missing_residual", "pre_ln_instead_of_post")),
-    Drill("PreLNResidual", "Pre-LN 残差子层 / Pre-LN residual sublayer", 3, ("post_ln_instead_of_pre",)),
-    Drill("make_pad_mask", "填充掩码 / padding mask", 3, ("pad_mask_inverted", "pad_mask_queries")),
-    Drill("make_subsequent_mask", "因果掩码 / causal mask", 3,
-          ("causal_diagonal_hidden", "causal_next_visible", "causal_inverted")),
-    Drill("EncoderLayer", "编码器层 / encoder layer", 10, ("missing_residual", "pre_ln_instead_of_post")),
-    Drill("DecoderLayer", "解码器层 / decoder layer", 12,
-          ("missing_residual", "cross_attn_target_mask", "cross_attn_wrong_source")),
-    Drill("copy_loss", "忽略 PAD 的交叉熵 / cross-entropy that ignores PAD", 5, ("loss_includes_pad", "loss_sum_not_mean")),
-    Drill("exact_match", "序列完全匹配率 / sequence exact match", 5, ("em_whole_row", "em_token_accuracy")),
-    Drill("repeat_kv", "GQA 的 KV 头重复 / repeating KV heads for GQA", 3, ("gqa_repeat_not_interleave",)),
-    Drill("GroupedQueryAttention", "分组查询注意力（RoPE、KV 缓存）/ grouped-query attention (RoPE, KV cache)", 20,
-          ("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split")),
-    Drill("SwiGLU", "SwiGLU 前馈网络 / SwiGLU FFN", 5, ("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
-    Drill("make_sliding_window_mask", "滑动窗口因果掩码 / causal sliding-window mask", 5,
-          ("window_not_causal", "window_off_by_one")),
-    Drill("top_k_filter", "top-k 过滤 / top-k filtering", 5, ("top_k_fill_zero", "top_k_ties_dropped", "top_k_off_by_one")),
-    Drill("top_p_filter", "top-p（核）过滤 / top-p (nucleus) filtering", 8, ("top_p_drops_crossing_token", "top_p_not_sorted")),
-    Drill("sampling_probs", "温度 + top-k + top-p 的采样分布 / sampling distribution", 5,
-          ("filters_order_swapped", "temperature_after_softmax")),
-    Drill("sample_next_token", "采样下一个词元 / sampling the next token", 5, ("sample_argmax", "temperature_after_softmax")),
-    Drill("generate", "带 KV 缓存的生成 / generation with a KV cache", 12, ("generate_cache_refeeds_prefix",)),
-    Drill("beam_search", "束搜索 / beam search", 20, ("beam_finished_extended", "beam_no_length_norm")),
-    Drill("softmax_backward", "softmax 反向传播 / softmax backward", 8, ("backward_sum_wrong_axis", "softmax_backward_missing_sum")),
-    Drill("layer_norm_backward", "LayerNorm 反向传播 / LayerNorm backward", 15,
-          ("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term")),
-    Drill("cross_entropy", "交叉熵（ignore_index、标签平滑）/ cross-entropy (ignore_index, label smoothing)", 10,
-          ("ce_ignored_in_mean", "ls_over_v_minus_1")),
-    Drill("attention_flops_and_memory", "注意力的 FLOPs 与显存 / attention FLOPs and memory", 8,
-          ("attn_memory_one_head", "flops_macs_not_doubled")),
-    Drill("kv_cache_bytes", "KV 缓存大小 / KV-cache size", 3, ("kv_cache_one_layer", "kv_cache_only_k")),
+    Drill("softmax", "数值稳定的 softmax / stable softmax", 5),
+    Drill("attention_numpy", "NumPy 注意力 / attention in NumPy", 8),
+    Drill("scaled_dot_product_attention", "缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)", 10),
+    Drill("MultiHeadAttention", "多头注意力 / multi-head attention", 15),
+    Drill("sinusoidal_positional_encoding", "正弦位置编码表 / sinusoidal positional encoding", 8),
+    Drill("PositionalEncoding", "位置编码模块 / positional-encoding module", 5),
+    Drill("apply_rope", "旋转位置编码 RoPE / rotary position embedding", 10),
+    Drill("FeedForward", "前馈网络 / feed-forward network", 5),
+    Drill("LayerNorm", "LayerNorm", 8),
+    Drill("RMSNorm", "RMSNorm", 5),
+    Drill("ResidualLayerNorm", "残差 + LayerNorm（Post-LN）/ residual + LayerNorm (Post-LN)", 3),
+    Drill("PreLNResidual", "Pre-LN 残差子层 / Pre-LN residual sublayer", 3),
+    Drill("make_pad_mask", "填充掩码 / padding mask", 3),
+    Drill("make_subsequent_mask", "因果掩码 / causal mask", 3),
+    Drill("EncoderLayer", "编码器层 / encoder layer", 10),
+    Drill("DecoderLayer", "解码器层 / decoder layer", 12),
+    Drill("copy_loss", "忽略 PAD 的交叉熵 / cross-entropy that ignores PAD", 5),
+    Drill("exact_match", "序列完全匹配率 / sequence exact match", 5),
+    Drill("repeat_kv", "GQA 的 KV 头重复 / repeating KV heads for GQA", 3),
+    Drill("GroupedQueryAttention", "分组查询注意力（RoPE、KV 缓存）/ grouped-query attention (RoPE, KV cache)", 20),
+    Drill("SwiGLU", "SwiGLU 前馈网络 / SwiGLU FFN", 5),
+    Drill("make_sliding_window_mask", "滑动窗口因果掩码 / causal sliding-window mask", 5),
+    Drill("top_k_filter", "top-k 过滤 / top-k filtering", 5),
+    Drill("top_p_filter", "top-p（核）过滤 / top-p (nucleus) filtering", 8),
+    Drill("sampling_probs", "温度 + top-k + top-p 的采样分布 / sampling distribution", 5),
+    Drill("sample_next_token", "采样下一个词元 / sampling the next token", 5),
+    Drill("generate", "带 KV 缓存的生成 / generation with a KV cache", 12),
+    Drill("beam_search", "束搜索 / beam search", 20),
+    Drill("softmax_backward", "softmax 反向传播 / softmax backward", 8),
+    Drill("layer_norm_backward", "LayerNorm 反向传播 / LayerNorm backward", 15),
+    Drill("cross_entropy", "交叉熵（ignore_index、标签平滑）/ cross-entropy (ignore_index, label smoothing)", 10),
+    Drill("attention_flops_and_memory", "注意力的 FLOPs 与显存 / attention FLOPs and memory", 8),
+    Drill("kv_cache_bytes", "KV 缓存大小 / KV-cache size", 3),
 ]
 BY_NAME = {d.name: d for d in DRILLS}
 

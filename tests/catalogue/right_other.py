@@ -79,6 +79,18 @@ def make_copy_batch_loop(batch_size, vocab_size, min_len, max_len, generator=Non
     return src, tgt_in, src.clone()
 
 
+class LearnedPositionsSliced(nn.Module):
+    """The table's first T rows added directly, no lookup."""
+
+    def __init__(self, d_model, max_len=512, dropout=0.0):
+        super().__init__()
+        self.embed = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.dropout(x + self.embed.weight[: x.size(1)])  # (B, T, d_model) + (T, d_model)
+
+
 CASES = [
     ("sinusoidal_positional_encoding", pe_loop),
     ("PositionalEncoding", R["PositionalEncoding"]),
@@ -89,4 +101,5 @@ CASES = [
     ("copy_loss", copy_loss_manual),
     ("exact_match", exact_match_loop),
     ("make_copy_batch", make_copy_batch_loop),
+    ("LearnedPositionalEmbedding", LearnedPositionsSliced),
 ]

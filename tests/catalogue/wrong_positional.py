@@ -55,6 +55,19 @@ def rope_half_split(x, positions=None, base=10000.0):
     return torch.cat([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], dim=-1)
 
 
+class LearnedPositionsReversed(nn.Module):
+    """Looks up the positions backwards: the last token gets position 0."""
+
+    def __init__(self, d_model, max_len=512, dropout=0.0):
+        super().__init__()
+        self.embed = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        positions = torch.arange(x.size(1) - 1, -1, -1)  # bug: T-1, ..., 0
+        return self.dropout(x + self.embed(positions))
+
+
 CASES = [
     ("sinusoidal_positional_encoding", pe_swapped, "pe_sin_cos_swapped"),
     ("sinusoidal_positional_encoding", pe_exponent_uses_column_index, "pe_freq_factor_2"),
@@ -62,4 +75,5 @@ CASES = [
     ("PositionalEncoding", PENotSliced, "pe_not_sliced"),
     ("PositionalEncoding", PESwapped, "pe_sin_cos_swapped"),
     ("apply_rope", rope_half_split, "rope_half_split"),
+    ("LearnedPositionalEmbedding", LearnedPositionsReversed, None),
 ]

@@ -1,0 +1,217 @@
+"""The course's public contract: one entry per component the reference package exports.
+
+This is the only place that lists the contract's names. Everything else derives from it:
+
+    solutions/__init__.py   imports each component from its module; ``__all__``
+    tutor/checks.py         ``@check("Name")`` registers a check; a name not declared here is refused
+    tutor/drills.py         a drill's classic mistakes (``mistakes``)
+    tools/build.py          a lesson's ``provided="earlier"`` cell (the earlier chapters' components it
+                            uses) and docs/CONTRACT.md (generated; a test compares)
+    tests/                  the signature table, the catalogue's names, the add-a-chapter checklist
+                            (tests/test_registry.py says what a new name still lacks)
+
+Importing this module is cheap (no torch, no ``solutions``): learner kernels import it through
+``tutor.checks`` while the reference package must stay unloaded.
+"""
+from dataclasses import dataclass, field
+
+KINDS = {
+    "graded": "the learner writes it; nbgrader grades it",
+    "bonus": "the learner writes it (选做); checked, never graded",
+    "provided": "reference code shown read-only in the lessons",
+    "constant": "a fixed value of the contract",
+}
+
+
+@dataclass(frozen=True)
+class Component:
+    """One name of the public contract.
+
+    ``signature``/``methods``: parameters as ``inspect`` prints them without ``self`` (tested
+    against the reference). ``checks``: the ``tutor.checks`` checks that prove it (a method can have
+    its own, e.g. ``greedy_decode``); ``tested_by``: for an exercise without a check, the grade_id
+    of the graded cell whose visible tests judge it. ``mistakes``: the classic mistakes its check
+    names (each must be caught by a wrong-catalogue entry; a drill reveals them)."""
+    name: str
+    chapter: str
+    module: str
+    kind: str
+    summary: str
+    signature: str = None
+    methods: dict = field(default_factory=dict)
+    checks: tuple = ()
+    tested_by: str = None
+    mistakes: tuple = ()
+
+    @property
+    def exercise(self):
+        return self.kind in ("graded", "bonus")
+
+
+def _c(name, chapter, module, kind, summary, signature=None, *, methods=None, checks=None, tested_by=None,
+       mistakes=()):
+    if checks is None:  # an exercise is proven by the check of its own name unless it says otherwise
+        checks = (name,) if kind in ("graded", "bonus") and tested_by is None else ()
+    return Component(name, chapter, module, kind, summary, signature, methods or {}, tuple(checks), tested_by,
+                     tuple(mistakes))
+
+
+COMPONENTS = (
+    # 01 attention
+    _c("softmax", "01", "attention", "graded", "numerically stable softmax along `axis` (NumPy)", "x, axis=-1",
+       mistakes=("softmax_unstable", "softmax_ignores_axis")),
+    _c("attention_numpy", "01", "attention", "graded", "scaled dot-product attention in NumPy -> (output, weights)",
+       "Q, K, V, mask=None", mistakes=("no_scale",)),
+    _c("scaled_dot_product_attention", "01", "attention", "graded",
+       "attention with a boolean mask (True = may attend), zero rows for fully masked queries, dropout on the "
+       "weights -> (output, weights)", "Q, K, V, mask=None, dropout_p=0.0, training=False",
+       mistakes=("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
+                 "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool")),
+    _c("ScaledDotProductAttention", "01", "attention", "graded", "the same as an `nn.Module` (dropout as a module)",
+       "dropout=0.0", methods={"forward": "Q, K, V, mask=None"}),
+    # 02 multi-head attention
+    _c("MultiHeadAttention", "02", "mha", "graded",
+       "projections `W_q, W_k, W_v, W_o`, heads split and merged -> (output (B, T_q, d_model), weights (B, H, T_q, T_k))",
+       "d_model, num_heads, dropout=0.0", methods={"forward": "x_q, x_kv, mask=None"},
+       mistakes=("no_scale", "scale_by_d_model", "split_heads_no_transpose", "merge_heads_no_transpose",
+                 "view_without_contiguous", "missing_w_o", "kv_swapped")),
+    # 03 positional encoding
+    _c("sinusoidal_positional_encoding", "03", "positional", "graded",
+       "the (max_len, d_model) table: sin in even columns, cos in odd ones", "max_len, d_model",
+       mistakes=("pe_sin_cos_swapped", "pe_freq_factor_2", "pe_sin_cos_halves")),
+    _c("PositionalEncoding", "03", "positional", "graded", "adds `pe[:, :T]` (a buffer) to (B, T, d_model), then dropout",
+       "d_model, max_len=5000, dropout=0.0", methods={"forward": "x"}, mistakes=("pe_not_sliced", "pe_sin_cos_swapped")),
+    _c("LearnedPositionalEmbedding", "03", "positional", "bonus", "learned positions (`embed`, an `nn.Embedding`)",
+       "d_model, max_len=512, dropout=0.0", methods={"forward": "x"}),
+    _c("rope_frequencies", "03", "positional", "bonus", "RoPE's rotation frequencies theta_i = base^(-2i/d)",
+       "d, base=10000.0", checks=("apply_rope",)),
+    _c("apply_rope", "03", "positional", "bonus", "rotates adjacent feature pairs (2i, 2i+1) of (..., T, d) by position",
+       "x, positions=None, base=10000.0", mistakes=("rope_half_split", "rope_rotation_inverted")),
+    # 04 FFN, LayerNorm, residual
+    _c("FeedForward", "04", "ffn_norm", "graded", "`fc2(dropout(activation(fc1(x))))`",
+       "d_model, d_ff, dropout=0.0, activation='relu'", methods={"forward": "x"},
+       mistakes=("ffn_no_activation", "ffn_wrong_activation", "ffn_activation_after_fc2")),
+    _c("LayerNorm", "04", "ffn_norm", "graded", "biased variance, eps inside the square root, `weight` and `bias`",
+       "d_model, eps=1e-05", methods={"forward": "x"}, mistakes=("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine")),
+    _c("ResidualLayerNorm", "04", "ffn_norm", "graded", "Post-LN: `ln(x + sublayer_out)`", "d_model, eps=1e-05",
+       methods={"forward": "x, sublayer_out"}, mistakes=("missing_residual", "pre_ln_instead_of_post")),
+    _c("RMSNorm", "04", "ffn_norm", "bonus", "root-mean-square norm, no mean subtracted, `weight` only",
+       "d_model, eps=1e-06", methods={"forward": "x"}, mistakes=("rms_subtracts_mean",)),
+    _c("PreLNResidual", "04", "ffn_norm", "bonus", "Pre-LN: `x + sublayer(ln(x))`", "d_model, eps=1e-05",
+       methods={"forward": "x, sublayer"}, mistakes=("post_ln_instead_of_pre",)),
+    # 05 masks and layers
+    _c("make_pad_mask", "05", "masks", "graded", "(B, T) tokens -> (B, 1, 1, T) bool, True = a real key",
+       "tokens, pad_id=0", mistakes=("pad_mask_inverted", "pad_mask_queries")),
+    _c("make_subsequent_mask", "05", "masks", "graded", "(1, 1, T, T) bool lower triangle, diagonal included",
+       "T, device=None", mistakes=("causal_diagonal_hidden", "causal_next_visible", "causal_inverted")),
+    _c("EncoderLayer", "05", "layers", "graded", "Post-LN self-attention and FFN sublayers -> (output, weights)",
+       "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "x, src_mask=None"},
+       mistakes=("missing_residual", "pre_ln_instead_of_post")),
+    _c("DecoderLayer", "05", "layers", "graded",
+       "masked self-attention, cross-attention on `memory`, FFN -> (output, self weights, cross weights)",
+       "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "y, memory, tgt_mask=None, memory_mask=None"},
+       mistakes=("missing_residual", "cross_attn_target_mask", "cross_attn_wrong_source")),
+    # 06 the Transformer
+    _c("Transformer", "06", "transformer", "graded",
+       "embeddings scaled by sqrt(d_model), positions, N encoder and decoder layers, `out_proj`; masks built from "
+       "`pad_id`; greedy decoding that stops once every row has emitted EOS",
+       "src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, dropout=0.1, max_len=512, pad_id=0",
+       methods={"encode": "src", "decode": "tgt_in, memory, src_mask=None", "forward": "src, tgt_in",
+                "greedy_decode": "src, bos_id, eos_id, max_new_tokens"},
+       checks=("Transformer", "greedy_decode"), mistakes=("embed_not_scaled", "greedy_no_eos_stop")),
+    _c("greedy_decode_cached", "06", "transformer", "bonus",
+       "greedy decoding with a KV cache, token for token what `model.greedy_decode` gives",
+       "model, src, bos_id, eos_id, max_new_tokens",
+       tested_by="06 §8 (ungraded): tokens equal model.greedy_decode at every length"),
+    # 07 copy task
+    _c("PAD_ID", "07", "copy_task", "constant", "0, the padding token"),
+    _c("BOS_ID", "07", "copy_task", "constant", "1, the begin-of-sequence token"),
+    _c("EOS_ID", "07", "copy_task", "constant", "2, the end-of-sequence token"),
+    _c("make_copy_batch", "07", "copy_task", "graded", "random copy-task batch -> (src, tgt_in, tgt_out)",
+       "batch_size, vocab_size, min_len, max_len, generator=None"),
+    _c("copy_loss", "07", "copy_task", "graded", "cross-entropy averaged over the non-PAD targets",
+       "logits, tgt_out, pad_id=0", mistakes=("loss_includes_pad", "loss_sum_not_mean")),
+    _c("exact_match", "07", "copy_task", "graded", "share of rows decoded exactly up to and including EOS",
+       "pred, tgt_out, eos_id=2, pad_id=0", mistakes=("em_whole_row", "em_token_accuracy")),
+    _c("noam_lr", "07", "copy_task", "provided", "the original paper's warm-up then 1/sqrt(step) learning-rate factor",
+       "step, d_model, warmup"),
+    _c("train_step", "07", "copy_task", "graded", "one optimiser step (zero_grad, loss, backward, step, scheduler) "
+       "-> the loss as a float", "model, optimizer, scheduler, src, tgt_in, tgt_out",
+       tested_by="train_step_updates_model"),
+    _c("train_copy_model", "07", "copy_task", "provided", "trains until the held-out exact match reaches `target`",
+       "model, *, vocab_size, min_len, max_len, eval_src, eval_tgt, batch_size=64, max_steps=2000, lr_factor=1.0, "
+       "warmup=100, eval_every=25, target=0.999, seed=0, progress=True"),
+    # 08 from the Transformer to a GPT (docs/CONTRACT_LLM.md)
+    _c("CharTokenizer", "08", "gpt_data", "graded", "character vocabulary: `chars`, `vocab_size`, `encode`, `decode`",
+       "text", methods={"encode": "s", "decode": "ids"}, tested_by="tokenizer_round_trip"),
+    _c("next_token_batch", "08", "gpt_data", "provided", "random windows x and their next tokens y",
+       "data, block_size, batch_size, generator=None"),
+    _c("estimate_loss", "08", "gpt_data", "provided", "mean loss over fixed, seeded batches",
+       "model, data, block_size, batch_size=32, num_batches=8, seed=1234"),
+    _c("train_gpt", "08", "gpt_data", "provided", "AdamW, warm-up then cosine decay, gradient clipping",
+       "model, train_data, val_data, *, block_size, batch_size=32, max_steps=600, lr=0.003, warmup=50, "
+       "eval_every=50, seed=0, progress=True"),
+    _c("repeat_kv", "08", "llm", "graded", "(B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), each KV head repeated in place",
+       "x, n_rep", mistakes=("gqa_repeat_not_interleave",)),
+    _c("GroupedQueryAttention", "08", "llm", "graded", "GQA with RoPE, a causal mask and an optional KV cache",
+       "d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0",
+       methods={"forward": "x, mask=None, cache=None"},
+       mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split")),
+    _c("SwiGLU", "08", "llm", "graded", "`w2(silu(w1(x)) * w3(x))`", "d_model, d_ff", methods={"forward": "x"},
+       mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
+    _c("GPTBlock", "08", "llm", "graded", "Pre-RMSNorm block: GQA then SwiGLU, each with a residual",
+       "d_model, num_heads, num_kv_heads, d_ff, dropout=0.0, rope_base=10000.0, eps=1e-06",
+       methods={"forward": "x, mask=None, cache=None"}),
+    _c("GPT", "08", "llm", "graded", "decoder-only language model -> logits (B, T, vocab_size)",
+       "vocab_size, d_model=64, num_heads=4, num_kv_heads=2, d_ff=172, num_layers=2, max_len=256, dropout=0.0, "
+       "tie_weights=False, rope_base=10000.0", methods={"forward": "idx", "forward_cached": "idx, caches=None"}),
+    _c("top_k_filter", "08", "decoding", "graded", "logits outside the k largest set to -inf", "logits, k",
+       mistakes=("top_k_fill_zero", "top_k_ties_dropped", "top_k_off_by_one")),
+    _c("top_p_filter", "08", "decoding", "graded", "logits outside the smallest nucleus of mass p set to -inf",
+       "logits, p", mistakes=("top_p_drops_crossing_token", "top_p_not_sorted")),
+    _c("sampling_probs", "08", "decoding", "graded", "temperature, then top-k, then top-p, then softmax",
+       "logits, temperature=1.0, top_k=None, top_p=None", mistakes=("filters_order_swapped", "temperature_after_softmax")),
+    _c("sample_next_token", "08", "decoding", "graded", "arg-max at temperature 0, else a draw from `sampling_probs`",
+       "logits, temperature=1.0, top_k=None, top_p=None, generator=None",
+       mistakes=("sample_argmax", "temperature_after_softmax")),
+    _c("generate", "08", "decoding", "graded", "autoregressive generation, with or without the KV cache (same tokens)",
+       "model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True",
+       mistakes=("generate_cache_refeeds_prefix",)),
+    _c("gpt_step_fn", "08", "decoding", "provided", "a GPT as beam search's step function", "model"),
+    _c("transformer_step_fn", "08", "decoding", "provided", "a Transformer (with its source) as a step function",
+       "model, src"),
+    _c("beam_search", "08", "decoding", "graded", "beam search with finished beams kept and a length penalty",
+       "step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0",
+       mistakes=("beam_finished_extended", "beam_no_length_norm")),
+    _c("kv_cache_bytes", "08", "llm", "graded", "bytes of a KV cache: 2 (K and V) x layers x KV heads x ...",
+       "num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2",
+       mistakes=("kv_cache_one_layer", "kv_cache_only_k")),
+    _c("peak_memory_increase", "08", "gpt_data", "provided", "peak memory a call adds (CUDA or tracemalloc)", "fn"),
+    # 09 the drill bank: components drilled there only
+    _c("make_sliding_window_mask", "09", "llm", "graded", "(1, 1, T, T) causal mask that sees the last `window` keys",
+       "T, window, device=None", mistakes=("window_not_causal", "window_off_by_one")),
+    _c("attention_flops_and_memory", "09", "llm", "graded", "FLOPs and bytes of naive attention",
+       "n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4",
+       mistakes=("attn_memory_one_head", "flops_macs_not_doubled")),
+    _c("softmax_backward", "09", "backward", "graded", "dL/dx of a softmax from its output and dL/dy",
+       "y, grad_y, dim=-1", mistakes=("backward_sum_wrong_axis", "softmax_backward_missing_sum")),
+    _c("layer_norm_backward", "09", "backward", "graded", "dL/dx, dL/dweight, dL/dbias of LayerNorm",
+       "x, weight, grad_out, eps=1e-05", mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term")),
+    _c("cross_entropy", "09", "backward", "graded", "cross-entropy with `ignore_index` and label smoothing",
+       "logits, target, ignore_index=-100, label_smoothing=0.0", mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1")),
+)
+
+BY_NAME = {c.name: c for c in COMPONENTS}
+CHECK_NAMES = tuple(dict.fromkeys(check for c in COMPONENTS for check in c.checks))
+
+
+def get(name):
+    """The component called ``name``; a clear error for a name the contract does not have."""
+    if name not in BY_NAME:
+        raise KeyError(f"{name!r} is not in the contract registry (contract/__init__.py: COMPONENTS)")
+    return BY_NAME[name]
+
+
+def chapter(number):
+    """The components of one chapter (``"05"``), in teaching order."""
+    return [c for c in COMPONENTS if c.chapter == number]

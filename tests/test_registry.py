@@ -1,0 +1,211 @@
+"""The add-a-chapter checklist (docs/MAINTAINING.md), enforced from the contract registry.
+
+``checklist`` lists what the repository still lacks for the registry's components and for the
+lessons' graded chapters, each line saying what to add and where. The real tree must lack nothing;
+the tests below prove that a new name or a new chapter with a piece missing is caught.
+"""
+import ast
+import dataclasses
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import contract
+import solutions
+from tools import build, simulate_class
+from tutor import checks, mistakes
+
+CATALOGUE = Path(__file__).parent / "catalogue"
+SOLUTIONS = Path(solutions.__file__).parent
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What the repository has, gathered once from the real tree."""
+    public: dict      # solutions module -> top-level public names it defines
+    checks: set       # registered checks (tutor.checks.CHECKS)
+    wrong: list       # [(check, diagnosis id or None)] of tests/catalogue/wrong_*.py
+    right: set        # checks with a right alternative in tests/catalogue/right_*.py
+    lessons: dict     # lesson name -> {"exercises": [names], "drills": [names], "graded": [grade_ids]}
+    mutations: set    # lessons with a classic-mistake edit (tools/simulate_class.MUTATIONS)
+
+
+def _public_names(path):
+    names = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return [n for n in names if not n.startswith("_")]
+
+
+def _catalogue(prefix):
+    return [case for path in sorted(CATALOGUE.glob(f"{prefix}_*.py"))
+            for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
+
+
+def _lesson(name):
+    found = {"exercises": [], "drills": [], "graded": []}
+    for cell in build.read_lesson(name):
+        meta = cell.metadata
+        if "exercise" in meta:
+            found["drills" if meta.get("drill") else "exercises"] += build.split_names(meta["exercise"], "exercise", name)
+        if "grade_id" in meta:
+            found["graded"].append(meta["grade_id"])
+    return found
+
+
+def real_evidence():
+    return Evidence(
+        public={p.stem: _public_names(p) for p in sorted(SOLUTIONS.glob("*.py")) if p.stem != "__init__"},
+        checks=set(checks.CHECKS),
+        wrong=[(check, diagnosis) for check, _, diagnosis in _catalogue("wrong")],
+        right={check for check, _ in _catalogue("right")},
+        lessons={name: _lesson(name) for name in build.lesson_names()},
+        mutations=set(simulate_class.MUTATIONS),
+    )
+
+
+def checklist(components, ev):
+    """Every piece a registered component or a graded chapter lacks, as 'what to add' lines."""
+    todo = []
+    by_name = {c.name: c for c in components}
+    registered = set(by_name)
+    lesson_of = {name[:2]: name for name in ev.lessons}
+    for module, names in ev.public.items():
+        todo += [f"{n}: solutions/{module}.py defines it; register it in contract/__init__.py (COMPONENTS)"
+                 for n in names if n not in registered]
+    for c in components:
+        where = f"{c.name} (chapter {c.chapter})"
+        if c.kind not in contract.KINDS:
+            todo.append(f"{where}: kind {c.kind!r} is not one of {sorted(contract.KINDS)}")
+        if c.name not in ev.public.get(c.module, []):
+            todo.append(f"{where}: define it in solutions/{c.module}.py (the registry says it lives there)")
+        if c.kind != "constant" and not c.signature:
+            todo.append(f"{where}: give its signature in contract/__init__.py")
+        if c.chapter not in lesson_of:
+            todo.append(f"{where}: no lesson lessons/{c.chapter}_*.py")
+        if not c.exercise:
+            continue
+        lesson = lesson_of.get(c.chapter)
+        if lesson and c.name not in ev.lessons[lesson]["exercises"] + ev.lessons[lesson]["drills"]:
+            todo.append(f"{where}: add an exercise=\"{c.name}\" cell to lessons/{lesson}.py")
+        if not c.checks and not c.tested_by:
+            todo.append(f"{where}: name the check that proves it (checks=) or the graded cell that tests it "
+                        "(tested_by=) in contract/__init__.py")
+        if c.kind == "graded" and c.tested_by and not c.checks and lesson \
+                and c.tested_by not in ev.lessons[lesson]["graded"]:
+            todo.append(f"{where}: tested_by={c.tested_by!r} is no graded cell of lessons/{lesson}.py")
+        for check in c.checks:
+            if check not in ev.checks:
+                todo.append(f"{where}: write its check: @register({check!r}) in tutor/checks.py")
+            if not any(name == check for name, _ in ev.wrong):
+                todo.append(f"{where}: add a wrong implementation its check {check!r} fails to tests/catalogue/wrong_*.py")
+            if check not in ev.right:
+                todo.append(f"{where}: add a right alternative for check {check!r} to tests/catalogue/right_*.py")
+        for mid in c.mistakes:
+            if mid not in mistakes.MISTAKES:
+                todo.append(f"{where}: explain mistake {mid!r} in tutor/mistakes.py (MISTAKES, 中文 and English)")
+            if not any(name in c.checks and named == mid for name, named in ev.wrong):
+                todo.append(f"{where}: add a wrong implementation its check names {mid!r} to tests/catalogue/wrong_*.py")
+    for lesson, found in ev.lessons.items():
+        for name in found["exercises"]:
+            if name not in registered:
+                todo.append(f"{name}: lessons/{lesson}.py has an exercise the registry does not know; register it")
+            elif by_name[name].chapter != lesson[:2]:
+                todo.append(f"{name}: an exercise of lessons/{lesson}.py, registered in chapter "
+                            f"{by_name[name].chapter}; fix its chapter")
+        if found["graded"] and lesson not in ev.mutations:
+            todo.append(f"{lesson}: add its classic mistake to tools/simulate_class.py (MUTATIONS[{lesson!r}]), or the "
+                        "simulated classic-mistake student is quietly perfect")
+    return todo
+
+
+@pytest.fixture(scope="module")
+def evidence():
+    return real_evidence()
+
+
+def test_the_repository_lacks_nothing(evidence):
+    missing = checklist(contract.COMPONENTS, evidence)
+    assert not missing, "add-a-chapter checklist (docs/MAINTAINING.md):\n" + "\n".join(missing)
+
+
+# ---------------------------------------------------------------- the enforcement, proven
+
+NEW = contract.Component("frobnicate", "08", "llm", "graded", "a new component", "x", checks=("frobnicate",),
+                         mistakes=("frobnicate_off_by_one",))
+
+
+def test_a_new_name_without_its_pieces_is_caught(evidence):
+    missing = "\n".join(checklist(contract.COMPONENTS + (NEW,), evidence))
+    for needed in ("define it in solutions/llm.py", 'add an exercise="frobnicate" cell to lessons/08_gpt.py',
+                   "write its check: @register('frobnicate') in tutor/checks.py",
+                   "add a wrong implementation its check 'frobnicate' fails",
+                   "add a right alternative for check 'frobnicate'",
+                   "explain mistake 'frobnicate_off_by_one' in tutor/mistakes.py"):
+        assert needed in missing, f"the checklist does not ask to {needed!r}:\n{missing}"
+
+
+def test_a_new_name_defined_but_not_registered_is_caught(evidence):
+    ev = dataclasses.replace(evidence, public={**evidence.public, "llm": evidence.public["llm"] + ["frobnicate"]})
+    assert checklist(contract.COMPONENTS, ev) == [
+        "frobnicate: solutions/llm.py defines it; register it in contract/__init__.py (COMPONENTS)"]
+
+
+def test_a_new_component_without_signature_or_check_is_caught(evidence):
+    bare = dataclasses.replace(NEW, signature=None, checks=(), mistakes=())
+    ev = dataclasses.replace(evidence, public={**evidence.public, "llm": evidence.public["llm"] + ["frobnicate"]})
+    missing = "\n".join(checklist(contract.COMPONENTS + (bare,), ev))
+    assert "frobnicate (chapter 08): give its signature" in missing
+    assert "frobnicate (chapter 08): name the check that proves it" in missing
+
+
+def test_a_new_graded_chapter_without_a_mutation_is_caught(evidence):
+    lessons = {**evidence.lessons, "11_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
+    missing = checklist(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons))
+    assert missing == [f"11_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['11_moe']), or the "
+                       "simulated classic-mistake student is quietly perfect"]
+
+
+def test_a_lesson_exercise_the_registry_does_not_know_is_caught(evidence):
+    lessons = dict(evidence.lessons)
+    lessons["08_gpt"] = {**lessons["08_gpt"], "exercises": lessons["08_gpt"]["exercises"] + ["MixtureOfExperts"]}
+    missing = checklist(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons))
+    assert missing == ["MixtureOfExperts: lessons/08_gpt.py has an exercise the registry does not know; register it"]
+
+
+# ---------------------------------------------------------------- derived tables
+
+def test_the_exports_are_the_registry():
+    assert solutions.__all__ == [c.name for c in contract.COMPONENTS]
+
+
+def test_checks_are_exactly_the_registered_ones():
+    assert set(checks.CHECKS) == set(contract.CHECK_NAMES)
+    with pytest.raises(KeyError, match="declare it in contract/__init__.py"):
+        checks.register("frobnicate")
+
+
+def test_registry_entries_are_in_teaching_order():
+    chapters = [c.chapter for c in contract.COMPONENTS]
+    assert chapters == sorted(chapters)
+    assert len({c.name for c in contract.COMPONENTS}) == len(contract.COMPONENTS)
+
+
+def test_provided_earlier_lists_what_the_lesson_uses():
+    """``provided="earlier"`` in chapter 06: the components 06 uses, and only from earlier chapters."""
+    names = build.earlier_components("06_transformer", build.read_lesson("06_transformer"))
+    assert names[:2] == ["scaled_dot_product_attention", "MultiHeadAttention"]
+    assert {"EncoderLayer", "DecoderLayer", "make_pad_mask", "PositionalEncoding"} <= set(names)
+    assert all(contract.get(n).chapter < "06" for n in names)
+    assert "softmax" not in names and "RMSNorm" not in names  # never used by 06
+
+
+def test_contract_doc_is_generated_from_the_registry():
+    doc = (Path(build.ROOT) / "docs" / "CONTRACT.md").read_text(encoding="utf-8")
+    assert doc == build.contract_doc(), "docs/CONTRACT.md differs from the registry: run `make build`"
+    assert all(re.search(rf"`{c.name}`", doc) for c in contract.COMPONENTS)
