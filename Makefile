@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab workspace reset test test-fast test-browser build
+.PHONY: setup lab workspace reset test test-fast test-browser build lint
 
 # torch: the CPU build by default on Linux, from PyTorch's own wheel index (plain PyPI gives
 # Linux the CUDA build: about 20 nvidia-*/triton packages, several GB). `make setup TORCH=cuda`
@@ -87,3 +87,8 @@ test-browser: $(BROWSER_STAMP)
 
 build: $(STAMP)
 	$(PY) tools/build.py
+
+# ruff's linter (pyproject.toml; lessons/ruff.toml for the lessons). `make test` runs it too
+# (tests/test_lint.py). `$(PY) -m ruff check --fix .` fixes import order and the like.
+lint: $(STAMP)
+	$(PY) -m ruff check .

@@ -131,7 +131,7 @@ def seed000_ablation():
             sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
         else:
             opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: noam_lr(s + 1, model.d_model, 100))
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s, d=model.d_model: noam_lr(s + 1, d, 100))
         gen = torch.Generator().manual_seed(0)
         start = time.perf_counter()
         model.train()
@@ -145,7 +145,8 @@ def seed000_ablation():
         seconds = time.perf_counter() - start
         model.eval()
         pred = model.greedy_decode(held_src, BOS_ID, EOS_ID, max_new_tokens=L + 1)  # (N, <= L + 2)
-        first = torch.cat([pred[:, 1:], torch.zeros(len(pred), L, dtype=torch.long)], dim=1)[:, :L]  # (N, L), PAD-filled
+        padded = torch.cat([pred[:, 1:], torch.zeros(len(pred), L, dtype=torch.long)], dim=1)  # (N, >= L), PAD-filled
+        first = padded[:, :L]  # (N, L)
         token_acc = (first == held_tgt[:, :L]).float().mean().item()
         print(f"{label:<50} loss {loss.item():.3f}, exact match {exact_match(pred[:, 1:], held_tgt):.3f}, "
               f"token accuracy {token_acc:.3f}, {seconds:.1f} s")
@@ -160,7 +161,8 @@ def seed000_ablation():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1: as fast for these sizes, robust under load)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch.set_num_threads (default 1: as fast for these sizes, robust under load)")
     parser.add_argument("--ratio-steps", type=int, default=20, help="steps per timing block")
     parser.add_argument("--seed000", action="store_true", help="run only the seed-000 ablation")
     args = parser.parse_args()

@@ -85,7 +85,6 @@ def configure(c):
     """Install the feedback template and preprocessors, and the quiet ``OverwriteCells``, in config ``c``
     (after ``grader.hardening.configure(c)``, whose sanitize preprocessors it edits)."""
     import nbgrader
-
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
     formgrader_templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"

@@ -29,8 +29,18 @@ from nbformat.notebooknode import from_dict
 from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import (
-    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, IgnorePattern,
-    LimitOutput, NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    Execute,
+    IgnorePattern,
+    LimitOutput,
+    NbGraderPreprocessor,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
 
 from tutor.guard import FORBIDDEN_BUILTINS, forbidden_for
 from tutor.integrity import WATCHED, WATCHED_CLASSES

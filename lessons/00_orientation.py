@@ -253,7 +253,8 @@ with np.errstate(over="ignore", invalid="ignore"):
 # %% [markdown]
 # ## 4. 怎么运行
 #
-# - **自学**：在仓库根目录运行 `make lab`，它会建好 `.venv`，把 `notebooks/` 里的笔记本复制到你的工作区 `workspace/`，并在 JupyterLab 里打开它。按 00 → 07 的顺序做。
+# - **自学**：在仓库根目录运行 `make lab`，它会建好 `.venv`，把 `notebooks/` 里的笔记本复制到你的工作区 `workspace/`，
+#   并在 JupyterLab 里打开它。按 00 → 07 的顺序做。
 #   之后还有第 08 章（从 Transformer 到 GPT）、第 09 章（手撕练习库）和一篇不计分的选读附录 `10_tokenizers`
 #   （子词分词：BPE、WordPiece、SentencePiece），学完第 06 章后随时可读。
 # - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，

@@ -132,8 +132,8 @@ def naive_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-print("largest safe exponent  float16: %.2f  float32: %.2f  float64: %.2f" % tuple(
-    math.log(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)))
+_limits = [math.log(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)]
+print("largest safe exponent  float16: {:.2f}  float32: {:.2f}  float64: {:.2f}".format(*_limits))
 with np.errstate(over="ignore", invalid="ignore", under="ignore"):
     print("naive_softmax([1, 2, 3])          =", naive_softmax(np.array([1.0, 2.0, 3.0])))
     print("naive_softmax([1001, 1002, 1003]) =", naive_softmax(np.array([1001.0, 1002.0, 1003.0])))

@@ -192,7 +192,8 @@ print("forgot the transpose (view straight from (B, H, T, d_k)) gives x back:",
 # - `np.transpose` / `arr.transpose(0, 2, 1, 3)` 要给出**所有轴**的新顺序（相当于 PyTorch 的 `permute`），
 #   而 PyTorch 的 `transpose(1, 2)` 只交换两个轴；NumPy 里与它对应的是 `np.swapaxes(arr, 1, 2)`。
 #
-# 下面的函数从每个数组**自己的**形状读出长度（查询是 `T_q`，键和值是 `T_k`），所以交叉注意力里也不会犯“K、V 用查询长度来分头”的错（第 4 节的形状追踪里还会看到这个坑）。
+# 下面的函数从每个数组**自己的**形状读出长度（查询是 `T_q`，键和值是 `T_k`），
+# 所以交叉注意力里也不会犯“K、V 用查询长度来分头”的错（第 4 节的形状追踪里还会看到这个坑）。
 
 # %%
 def split_heads_np(x, num_heads):

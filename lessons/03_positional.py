@@ -355,7 +355,7 @@ assert (_drop.train()(torch.ones(2, 10, 16)) == 0).any(), \
 # | `T > max_len` 不检查 | 难懂的广播报错；应构造时设够 `max_len`，或给出清楚的 `ValueError` |
 # | 表存成 `nn.Parameter` | 正弦表被训练改掉；优化器里多了 `max_len × d` 个参数 |
 # | 表存成普通属性 | 不在 `state_dict` 里，`.to(device)` 不跟着走 |
-# | 表建成整数类型：`torch.zeros(..., dtype=torch.long)`（或 `dtype=position.dtype`，`position` 是整数 `arange`） | 写进去的 sin/cos 被静默截断成整数：第 0 行仍是 `[0, 1, 0, 1, …]`，其余几乎全是 0 |
+# | 表建成整数类型（`dtype=torch.long`，或跟着整数的 `position`） | sin/cos 被静默截断成整数：第 0 行仍是 `[0, 1, 0, 1, …]`，其余几乎全是 0 |
 # | 指数里用整除：`2 * i // d_model` | 对所有 $2i < d_{\text{model}}$ 都得 0，所有频率都变成 1 |
 # | 位置编码加到 Q、K、V 之后，或拼接（concat）而不是相加 | 与原论文不符；原论文在嵌入层**相加**一次 |
 #

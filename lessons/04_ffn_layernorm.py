@@ -92,7 +92,8 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #
 # $\mathrm{ReLU}(x) = \max(0, x)$；$\mathrm{GELU}(x) = x\,\Phi(x)$，$\Phi$ 是标准正态分布的累积分布函数：
 # 负半轴不是硬截断，而是平滑地趋于 0（在 $x \approx -0.75$ 处有一个小的负值谷）。
-# `F.gelu` 默认用精确的 erf 公式；GPT-2 用的是 tanh 近似 `F.gelu(x, approximate="tanh")`，两者最大相差约 $4.7 \times 10^{-4}$（在 $x \approx \pm 2.7$ 处，下面实测）。
+# `F.gelu` 默认用精确的 erf 公式；GPT-2 用的是 tanh 近似 `F.gelu(x, approximate="tanh")`，
+# 两者最大相差约 $4.7 \times 10^{-4}$（在 $x \approx \pm 2.7$ 处，下面实测）。
 # 本课程的 `"gelu"` 指精确版本。今天的大模型（Llama、Qwen）多用 SwiGLU：$\big(\mathrm{SiLU}(x W_1) \odot x W_3\big) W_2$，三个矩阵，
 # 为保持参数量把 $d_{\text{ff}}$ 取为约 $\tfrac{8}{3} d_{\text{model}}$。
 

@@ -188,7 +188,8 @@ _attn = GroupedQueryAttention(32, 4, 1).double()                        # MQA wi
 _full, _ = _attn(_x, _causal)
 _, _cache = _attn(_x[:, :3], make_subsequent_mask(3))
 _last, _ = _attn(_x[:, 3:], torch.ones(1, 1, 2, 5, dtype=torch.bool).tril(diagonal=3), _cache)
-assert torch.allclose(_last, _full[:, 3:], atol=1e-10), "带缓存的输出应与一次算完的相同（新 token 的 RoPE 位置从 T_past 开始）/ cached output must equal the full pass (new positions start at T_past)"
+assert torch.allclose(_last, _full[:, 3:], atol=1e-10), \
+    "带缓存的输出应与一次算完的相同（新 token 的 RoPE 位置从 T_past 开始）/ cached output must equal the full pass (new positions start at T_past)"
 
 # %% [markdown]
 # ## 4. SwiGLU 前馈层
@@ -411,7 +412,8 @@ _gpt = GPT(13, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, m
 _prompt = torch.randint(0, 13, (2, 3))
 _plain = generate(_gpt, _prompt, 10, use_cache=False)
 _cached = generate(_gpt, _prompt, 10, use_cache=True)
-assert _plain.shape == (2, 13) and torch.equal(_plain[:, :3], _prompt), f"应返回 (B, T0 + n) 且保留提示词 / must return (B, T0 + n) with the prompt, got {tuple(_plain.shape)}"
+assert _plain.shape == (2, 13) and torch.equal(_plain[:, :3], _prompt), \
+    f"应返回 (B, T0 + n) 且保留提示词 / must return (B, T0 + n) with the prompt, got {tuple(_plain.shape)}"
 assert torch.equal(_plain, _cached), f"带缓存与不带缓存的 token 应逐个相同 / cached and uncached tokens must be identical:\n{_plain}\n{_cached}"
 _s1 = generate(_gpt, _prompt, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1), use_cache=False)
 _s2 = generate(_gpt, _prompt, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1), use_cache=True)
@@ -614,8 +616,8 @@ cost = {"naive_s": [], "fused_s": [], "naive_b": [], "fused_b": []}
 for _T in cost_T:
     _q, _k, _v = (torch.randn(1, 4, _T, 64, generator=torch.Generator().manual_seed(i)) for i in range(3))  # (B, H, T, d_k)
     _mask = make_subsequent_mask(_T)                                                                      # (1, 1, T, T)
-    _naive = lambda: scaled_dot_product_attention(_q, _k, _v, _mask)
-    _fused = lambda: F.scaled_dot_product_attention(_q, _k, _v, is_causal=True)
+    _naive = lambda q=_q, k=_k, v=_v, mask=_mask: scaled_dot_product_attention(q, k, v, mask)
+    _fused = lambda q=_q, k=_k, v=_v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert torch.allclose(_naive()[0], _fused(), atol=1e-4)  # the same attention
     for _name, _fn in (("naive", _naive), ("fused", _fused)):
         cost[f"{_name}_b"].append(peak_memory_increase(_fn))
@@ -678,7 +680,8 @@ plt.show()
 assert kv_cache_bytes(1, 1, 1) == 4, f"1 层 1 头 d_k=1 fp16：K 和 V 各 2 字节 / 1 layer, 1 head, d_k=1: 4 bytes, got {kv_cache_bytes(1, 1, 1)}"
 assert isinstance(kv_cache_bytes(2, 8, 128), int), "应返回 Python int / must return a Python int"
 assert kv_cache_bytes(32, 8, 128) == 131072, f"32 层、8 个 K/V 头、d_k=128、fp16：128 KiB / expected 131072, got {kv_cache_bytes(32, 8, 128)}"
-assert kv_cache_bytes(32, 8, 128, seq_len=10, batch=3, bytes_per_element=4) == 131072 * 10 * 3 * 2, "seq_len、batch、字节数都是乘数 / seq_len, batch and bytes multiply"
+assert kv_cache_bytes(32, 8, 128, seq_len=10, batch=3, bytes_per_element=4) == 131072 * 10 * 3 * 2, \
+    "seq_len、batch、字节数都是乘数 / seq_len, batch and bytes multiply"
 
 # %% [markdown]
 # 用你的函数算几个真实模型（公开的配置；fp16/bf16，每值 2 字节）：

@@ -105,7 +105,8 @@ for w in ("lowest", "newer", "wider"):                                     # wor
 
 # %% [markdown]
 # 没见过的 `lowest` 被拆成学过的 `low` + `est</w>`；只要字符都在初始词表里，
-# 最坏也能退回单个字符，不会出现 `<unk>`（字节级 BPE 连这个前提都不需要，见第 5 节）。词尾标记 `</w>` 让 `est</w>`（词尾的 est）和词中间的 est 成为不同的 token。
+# 最坏也能退回单个字符，不会出现 `<unk>`（字节级 BPE 连这个前提都不需要，见第 5 节）。
+# 词尾标记 `</w>` 让 `est</w>`（词尾的 est）和词中间的 est 成为不同的 token。
 
 # %% [markdown]
 # ## 3. WordPiece：按似然增益合并

@@ -57,7 +57,8 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0):
     the mean is over the positions whose target is not ``ignore_index``.
 
     中文：类别在最后一维的平均交叉熵，与 ``F.cross_entropy`` 相等：用 ``logsumexp`` 保证稳定；
-    平滑目标是 ``(1 - eps)·onehot + eps / C``（均分给全部 ``C`` 个类，包括正确类）；只对非 ``ignore_index`` 的位置求平均。
+    平滑目标是 ``(1 - eps)·onehot + eps / C``（均分给全部 ``C`` 个类，包括正确类）；
+    只对非 ``ignore_index`` 的位置求平均。
     """
     ### BEGIN SOLUTION
     C = logits.size(-1)

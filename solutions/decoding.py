@@ -75,7 +75,8 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
     generator=generator).squeeze(-1)``: one draw per step, so a ``torch.Generator`` seeded alike
     gives the same tokens.
 
-    中文：一步解码：温度为 0 时取 argmax；否则用 ``torch.multinomial`` 从 ``sampling_probs`` 抽一次（同一个种子得到同样的词元）。
+    中文：一步解码：温度为 0 时取 argmax；否则用 ``torch.multinomial`` 从 ``sampling_probs`` 抽一次
+    （同一个种子得到同样的词元）。
     """
     ### BEGIN SOLUTION
     if temperature == 0:
@@ -150,7 +151,8 @@ def beam_search(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
     ``alpha = 0``: the raw sum, which favours short outputs); ties: the first found.
 
     中文：带长度归一化的束搜索：每步从“存活束 × 词表”里选总对数概率最高的 ``beam_size`` 个，
-    以 ``eos_id`` 结尾的束结束、不再扩展；最后按 ``logp_sum / n ** alpha`` 选最好的（``n`` 为生成的词元数，含 EOS，不含前缀）。
+    以 ``eos_id`` 结尾的束结束、不再扩展；最后按 ``logp_sum / n ** alpha`` 选最好的
+    （``n`` 为生成的词元数，含 EOS，不含前缀）。
     """
     ### BEGIN SOLUTION
     alive = prefix[None]  # (1, T0)

@@ -50,7 +50,8 @@ def next_token_batch(data, block_size, batch_size, generator=None):
     ``y = data[i + 1 : i + block_size + 1]``, both LongTensors ``(batch_size, block_size)``:
     ``y[:, t]`` is the token that follows ``x[:, t]``.
 
-    中文：从 ``data`` 随机截取 ``batch_size`` 段长 ``block_size`` 的窗口：``x`` 是窗口，``y`` 是右移一位的窗口（每个位置的下一个 token）。
+    中文：从 ``data`` 随机截取 ``batch_size`` 段长 ``block_size`` 的窗口：``x`` 是窗口，
+    ``y`` 是右移一位的窗口（每个位置的下一个 token）。
     """
     ### BEGIN SOLUTION
     starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)  # (B,)

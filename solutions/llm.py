@@ -108,7 +108,8 @@ class SwiGLU(nn.Module):
     on the gate branch only, the up branch stays linear. Parameters: ``3 * d_model * d_ff``
     (LLaMA picks ``d_ff ≈ 8/3 d_model`` to match a 4x ReLU FFN's count).
 
-    中文：SwiGLU 前馈网络，三个无偏置线性层；SiLU 只作用在 gate 分支上，up 分支保持线性，两者逐元素相乘后过 ``down_proj``。
+    中文：SwiGLU 前馈网络，三个无偏置线性层；SiLU 只作用在 gate 分支上，up 分支保持线性，
+    两者逐元素相乘后过 ``down_proj``。
     """
 
     def __init__(self, d_model, d_ff):
@@ -205,7 +206,8 @@ class GPT(nn.Module):
         T = idx.size(1)
         T_past = 0 if caches is None else caches[0][0].size(2)
         if T_past + T > self.max_len:
-            raise ValueError(f"长度 {T_past + T} 超过 max_len={self.max_len} / length {T_past + T} exceeds max_len={self.max_len}")
+            raise ValueError(f"长度 {T_past + T} 超过 max_len={self.max_len} / "
+                             f"length {T_past + T} exceeds max_len={self.max_len}")
         # query i (position T_past + i) sees keys 0 .. T_past + i
         mask = torch.ones(T, T_past + T, dtype=torch.bool, device=idx.device).tril(diagonal=T_past)[None, None]
         x = self.drop(self.tok_embed(idx))  # (B, T, d_model)

@@ -51,7 +51,8 @@ class PositionalEncoding(nn.Module):
         ### BEGIN SOLUTION
         self.max_len = max_len
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model).unsqueeze(0))  # (1, max_len, d_model)
+        pe = sinusoidal_positional_encoding(max_len, d_model).unsqueeze(0)  # (1, max_len, d_model)
+        self.register_buffer("pe", pe)
         ### END SOLUTION
 
     def forward(self, x):

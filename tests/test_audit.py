@@ -44,7 +44,8 @@ ORDINARY = {
     "class_split_over_cells": "def _forward(self, x):\n    return x\nLayerNorm.forward = _forward",
     "assert_and_fstring": "assert d_model % num_heads == 0, f'{d_model} % {num_heads} != 0'",
     "torch_save": "torch.save(model.state_dict(), 'copy.pt')",
-    "parameter_named_like_a_module": "def scale(x, F=2.0, np=None):\n    F.weight = 1.0\n    np.data = x\n    return x * F",
+    "parameter_named_like_a_module":
+        "def scale(x, F=2.0, np=None):\n    F.weight = 1.0\n    np.data = x\n    return x * F",
     "local_rebinding_stays_local": "def f():\n    torch = {}\n    torch['x'] = 1\n\ntorch.manual_seed(0)",
 }
 
@@ -69,7 +70,8 @@ HOSTILE = {
     "from_solutions": ('from solutions import MultiHeadAttention', "exercise"),
     "builtins_alias": ('import builtins as b\nb.print = None', "exercise"),
     "stderr_swapped": ('import sys, io\nsys.stderr = io.StringIO()', "later"),
-    "patch_inside_forward": ('def forward(self, x):\n    torch.allclose = lambda *a, **k: True\n    return x', "exercise"),
+    "patch_inside_forward":
+        ('def forward(self, x):\n    torch.allclose = lambda *a, **k: True\n    return x', "exercise"),
     "gc_objects": ('import gc\nobjs = gc.get_objects()', "later"),
     "lambda_globals": ("(lambda: 0).__globals__['x'] = 1", "later"),
     "current_frame": ('import inspect\nf = inspect.currentframe().f_back', "later"),
@@ -84,7 +86,9 @@ HOSTILE = {
     "exec_literal_in_def": ("def f():\n    exec('import builtins\\nbuiltins.len = None')", "exercise"),
     "computed_getattr_on_grader": ("name = 'x'\nv = getattr(grade, name)", "later"),
     "type_with_tensor_base": ("X = type('X', (torch.Tensor,), {})", "exercise"),
-    "torch_function_hook": ('class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n        return True', "exercise"),
+    "torch_function_hook":
+        ('class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n        return True',
+         "exercise"),
     "subprocess": ("import subprocess\nsubprocess.run(['ls'])", "later"),
     "settrace": ('import sys\nsys.settrace(None)', "later"),
     "del_module_attr": ('del torch.allclose', "exercise"),

@@ -46,7 +46,8 @@ def test_lesson_has_one_blank_cell_and_one_graded_check_per_drill_in_order():
     assert all("exercise" not in c.metadata or c.metadata.get("drill") for c in cells), "every exercise is a drill"
     graded = [build.parse_check(c.metadata["check"], LESSON) for c in cells if "grade_id" in c.metadata]
     assert graded == [(d.name, d.name) for d in drills.DRILLS]
-    assert [c.metadata["grade_id"] for c in cells if "grade_id" in c.metadata] == [f"drill_{d.name}" for d in drills.DRILLS]
+    grade_ids = [c.metadata["grade_id"] for c in cells if "grade_id" in c.metadata]
+    assert grade_ids == [f"drill_{d.name}" for d in drills.DRILLS]
 
 
 HINT = re.compile(r"\bHints?\b|提示|BEGIN SOLUTION")
@@ -54,7 +55,8 @@ HINT = re.compile(r"\bHints?\b|提示|BEGIN SOLUTION")
 
 @pytest.mark.parametrize("edition", ["notebooks", "release"])
 def test_blank_cells_hold_only_signature_docstring_and_stub(edition):
-    path = ROOT / "notebooks" / f"{LESSON}.ipynb" if edition == "notebooks" else ROOT / "release" / LESSON / f"{LESSON}.ipynb"
+    folder = ROOT / "notebooks" if edition == "notebooks" else ROOT / "release" / LESSON
+    path = folder / f"{LESSON}.ipynb"
     nb = nbformat.read(str(path), as_version=4)
     blanks = [c for c in nb.cells if c.get("id", "").startswith("impl_")]
     assert len(blanks) == len(drills.DRILLS)

@@ -53,7 +53,7 @@ def _first_name(source):
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _chapter(chapter):
     """(code cells as (kind, source)), {exercise: (index of its cell, index of its last graded cell)}.
 
@@ -105,7 +105,7 @@ def _names(source):
     return bound, loaded
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prefix(chapter, exercise):
     """The namespace just before the exercise cell.
 

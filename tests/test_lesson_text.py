@@ -40,7 +40,8 @@ def test_no_reference_to_documents_the_learner_cannot_read(path):
 @pytest.mark.parametrize("text", [
     "有材料说“单层约 3.15M”", "参考材料里的写法", "种子文档 000 的复制任务", "课程的 seed 资料 002",
     "seed-002 style: 1 = blocked", "constant 3e-4 (seed 000's run)", "def seed_style_greedy(model):",
-    "the seed's version", "The reference material's loop", "本课程参考的一份材料", "另一份参考材料用 triu", "as the source material says",
+    "the seed's version", "The reference material's loop", "本课程参考的一份材料", "另一份参考材料用 triu",
+    "as the source material says",
 ])
 def test_pattern_catches_references(text):
     assert mentions(text), text
@@ -48,7 +49,8 @@ def test_pattern_catches_references(text):
 
 @pytest.mark.parametrize("text", [
     "torch.manual_seed(0)", "np.random.seed(0)", "gen = torch.Generator().manual_seed(10_000)",
-    "stack_stats(variant, num_layers, d=64, seed=1)", "每章开头的设置单元固定了随机种子", "留出集用自己的随机数生成器（种子 10000）",
+    "stack_stats(variant, num_layers, d=64, seed=1)", "每章开头的设置单元固定了随机种子",
+    "留出集用自己的随机数生成器（种子 10000）",
     "两个随机种子都验证过", "seeded by ``seed``", "只跑了一个种子", "seeds 0 and 1",
 ])
 def test_pattern_spares_random_seeds(text):

@@ -392,7 +392,8 @@ def test_sliding_window_mask(T, window):
         assert torch.equal(mask, make_subsequent_mask(T))
 
 
-@pytest.mark.parametrize("n, d, H, G, batch", [(16, 32, 4, None, 1), (40, 32, 4, 2, 2), (8, 24, 6, 1, 3), (64, 16, 2, 2, 1)])
+@pytest.mark.parametrize("n, d, H, G, batch",
+                         [(16, 32, 4, None, 1), (40, 32, 4, 2, 2), (8, 24, 6, 1, 3), (64, 16, 2, 2, 1)])
 def test_attention_flops_and_memory_equal_counted_ops(n, d, H, G, batch):
     m = GroupedQueryAttention(d, H, G or H, rope=False)
     x = torch.randn(batch, n, d)

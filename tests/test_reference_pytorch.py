@@ -205,7 +205,7 @@ def test_mha_equals_nn_multihead_attention(num_heads, max_diff):
         "cross, no mask": (x, mem, None, {}),
         "cross, key padding": (x, mem, make_pad_mask(pad_k), {"key_padding_mask": pad_k == 0}),
     }
-    for name, (q_in, kv_in, mask, nn_kwargs) in cases.items():
+    for q_in, kv_in, mask, nn_kwargs in cases.values():
         q_in = q_in.clone().requires_grad_()
         kv_in = q_in if kv_in is x else kv_in.clone().requires_grad_()
         out, attn = ours(q_in, kv_in, mask)

@@ -52,7 +52,8 @@ def _lesson(name):
     for cell in build.read_lesson(name):
         meta = cell.metadata
         if "exercise" in meta:
-            found["drills" if meta.get("drill") else "exercises"] += build.split_names(meta["exercise"], "exercise", name)
+            kind = "drills" if meta.get("drill") else "exercises"
+            found[kind] += build.split_names(meta["exercise"], "exercise", name)
         if "grade_id" in meta:
             found["graded"].append(meta["grade_id"])
     return found
@@ -103,14 +104,16 @@ def checklist(components, ev):
             if check not in ev.checks:
                 todo.append(f"{where}: write its check: @register({check!r}) in tutor/checks.py")
             if not any(name == check for name, _ in ev.wrong):
-                todo.append(f"{where}: add a wrong implementation its check {check!r} fails to tests/catalogue/wrong_*.py")
+                todo.append(f"{where}: add a wrong implementation its check {check!r} fails "
+                            "to tests/catalogue/wrong_*.py")
             if check not in ev.right:
                 todo.append(f"{where}: add a right alternative for check {check!r} to tests/catalogue/right_*.py")
         for mid in c.mistakes:
             if mid not in mistakes.MISTAKES:
                 todo.append(f"{where}: explain mistake {mid!r} in tutor/mistakes.py (MISTAKES, 中文 and English)")
             if not any(name in c.checks and named == mid for name, named in ev.wrong):
-                todo.append(f"{where}: add a wrong implementation its check names {mid!r} to tests/catalogue/wrong_*.py")
+                todo.append(f"{where}: add a wrong implementation its check names {mid!r} "
+                            "to tests/catalogue/wrong_*.py")
     for lesson, found in ev.lessons.items():
         for name in found["exercises"]:
             if name not in registered:
@@ -167,7 +170,7 @@ def test_a_new_component_without_signature_or_check_is_caught(evidence):
 def test_a_new_graded_chapter_without_a_mutation_is_caught(evidence):
     lessons = {**evidence.lessons, "11_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
     missing = checklist(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons))
-    assert missing == [f"11_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['11_moe']), or the "
+    assert missing == ["11_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['11_moe']), or the "
                        "simulated classic-mistake student is quietly perfect"]
 
 

@@ -99,8 +99,9 @@ def _docstrings(code):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = prefix + child.name
                 body = child.body
-                if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                        and isinstance(body[0].value.value, str):
+                first = body[0] if body else None
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                        and isinstance(first.value.value, str):
                     found[name] = body[0]
                 walk(child, name + ".")
 
@@ -299,7 +300,8 @@ def build_notebook(name, edition):
         elif "provided" in meta:
             names = (earlier_components(name, cells) if meta["provided"] == EARLIER
                      else split_names(meta["provided"], "provided", name))
-            body = "\n\n\n".join([reference_source(n, name, keep_markers=False) for n in names] + ([body] if body else []))
+            sources = [reference_source(n, name, keep_markers=False) for n in names]
+            body = "\n\n\n".join(sources + ([body] if body else []))
             cell_meta["jupyter"] = {"source_hidden": True}
             nbg = nbgrader_meta(locked_id, locked=True)
         elif "grade_id" in meta:

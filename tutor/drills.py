@@ -59,7 +59,8 @@ class Drill:
 DRILLS = [
     Drill("softmax", "数值稳定的 softmax / stable softmax", 5),
     Drill("attention_numpy", "NumPy 注意力 / attention in NumPy", 8),
-    Drill("scaled_dot_product_attention", "缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)", 10),
+    Drill("scaled_dot_product_attention",
+          "缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)", 10),
     Drill("MultiHeadAttention", "多头注意力 / multi-head attention", 15),
     Drill("sinusoidal_positional_encoding", "正弦位置编码表 / sinusoidal positional encoding", 8),
     Drill("PositionalEncoding", "位置编码模块 / positional-encoding module", 5),
@@ -174,12 +175,14 @@ def finish(name, result):
         print("⏱️ 无法判定，未计入进度 / no verdict, nothing recorded")
         return
     seconds = time.monotonic() - _STARTED[name] if name in _STARTED else None
-    took = f"用时 / time taken {seconds:.1f} s" if seconds is not None else "没有计时：先运行 start / not timed: run start first"
+    took = (f"用时 / time taken {seconds:.1f} s" if seconds is not None
+            else "没有计时：先运行 start / not timed: run start first")
     if result.passed:
         _UNLOCKED.add(name)
     saved = _record(name, result.passed, seconds)
     verdict = "通过 / passed" if result.passed else "未通过 / not yet"
-    note = f"进度已记录 / progress saved in {saved.name}" if saved else "进度未保存（不在 workspace/ 中）/ progress not saved (not in workspace/)"
+    note = (f"进度已记录 / progress saved in {saved.name}" if saved
+            else "进度未保存（不在 workspace/ 中）/ progress not saved (not in workspace/)")
     print(f"⏱️ {name}: {verdict}, {took}; {note}")
 
 
@@ -215,7 +218,7 @@ def reveal(name):
         for obj in d.objects:
             lines = inspect.getsource(getattr(solutions, obj)).rstrip().split("\n")
             print("\n".join(line for line in lines if line.strip() not in MARKERS) + "\n")
-    print(f"常见错误（检查会指出名字）/ classic mistakes (the check names them):")
+    print("常见错误（检查会指出名字）/ classic mistakes (the check names them):")
     for mid in d.mistakes:
         zh, en = mistakes.MISTAKES[mid]
         print(f"- {mid}: {zh} / {en}")
@@ -277,7 +280,8 @@ def reset(name, notebook=None):
     cells[0].outputs, cells[0].execution_count = [], None
     _write(nb, target)
     _STARTED.pop(name, None)
-    print(f"↩️ {name}: 已恢复空白单元格 / blank cell restored in {target.name} (旧文件 / old file: backup/{backup.name}). "
+    print(f"↩️ {name}: 已恢复空白单元格 / blank cell restored in {target.name} "
+          f"(旧文件 / old file: backup/{backup.name}). "
           f"请在 JupyterLab 里 File → Reload Notebook from Disk / reload the notebook from disk")
     return target
 
@@ -306,7 +310,8 @@ def _needs(nb, groups, name, provided):
     uses, transitively), in dependency order; None if one is not provided by any chapter."""
     exercised = {o for d in DRILLS for o in d.objects}
     blank = "\n".join(nb.cells[i].source for i in groups[name] if nb.cells[i].get("id", "").startswith("impl_"))
-    order, todo = [], sorted(({n for m in USES.findall(blank) for n in re.findall(r"``(\w+)``", m)} & exercised) - set(_drill(name).objects))
+    uses = {n for m in USES.findall(blank) for n in re.findall(r"``(\w+)``", m)}
+    order, todo = [], sorted((uses & exercised) - set(_drill(name).objects))
     while todo:
         dep = todo.pop()
         if dep in order:

@@ -27,7 +27,8 @@ import warnings
 from . import checks, integrity
 
 NOT_IMPLEMENTED_LINE = "❌ {name}: 尚未实现 / not implemented yet"
-FINISH_FIRST_LINE = "❌ {name}: 尚未实现，请先完成练习 {exercise} / not implemented yet: finish exercise {exercise} first"
+FINISH_FIRST_LINE = ("❌ {name}: 尚未实现，请先完成练习 {exercise} / "
+                     "not implemented yet: finish exercise {exercise} first")
 CANNOT_RUN_LINE = "❌ {name}: 检查无法运行 / the check could not run: {error}"
 NO_REFERENCE_LINE = ("⚠️ {name}: 这个环境没有安装参考实现 solutions，自查无法运行（不影响评分）/ "
                      "the reference package solutions is not installed here, so this self-check cannot run "

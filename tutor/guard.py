@@ -99,7 +99,7 @@ def _resolve(path):
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _forbidden(check=None):
     """(code objects of forbidden Python functions, builtins by id) -> readable names, for ``check``."""
     codes, builtins = {}, {}

@@ -195,7 +195,8 @@ def plot_scaling_experiment(d_ks, var_unscaled, var_scaled, max_w_unscaled, max_
     return fig
 
 
-def plot_head_split(x, heads_right, heads_wrong, title="Splitting d_model into heads: which token does each number come from?"):
+def plot_head_split(x, heads_right, heads_wrong,
+                    title="Splitting d_model into heads: which token does each number come from?"):
     """Where the numbers of each head come from, for a right and a wrong head split.
 
     ``x`` is ``(T, d_model)`` filled with ``arange`` (so element ``v`` belongs to token
@@ -385,8 +386,10 @@ def plot_norm_axes(batch=3, seq_len=4, d_model=6, title="Which values share one 
     """
     rows = batch * seq_len
     groups = {
-        "LayerNorm: one (mean, var) per token\nover the last axis d_model": np.repeat(np.arange(rows)[:, None], d_model, 1),
-        "BatchNorm: one (mean, var) per feature\nover the batch and time axes (B, T)": np.repeat(np.arange(d_model)[None, :], rows, 0),
+        "LayerNorm: one (mean, var) per token\nover the last axis d_model":
+            np.repeat(np.arange(rows)[:, None], d_model, 1),
+        "BatchNorm: one (mean, var) per feature\nover the batch and time axes (B, T)":
+            np.repeat(np.arange(d_model)[None, :], rows, 0),
     }
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.3 * rows + 1.8), layout="constrained")
     for ax, (name, g) in zip(axes, groups.items()):
@@ -527,7 +530,8 @@ def plot_decode_timing(new_tokens, plain_seconds, cached_seconds,
     plain = np.asarray(plain_seconds, dtype=float)
     cached = np.asarray(cached_seconds, dtype=float)
     if not (n.shape == plain.shape == cached.shape) or n.ndim != 1:
-        raise ValueError("三个序列长度应相同 / new_tokens, plain_seconds and cached_seconds must be 1-D and equally long")
+        raise ValueError("三个序列长度应相同 / "
+                         "new_tokens, plain_seconds and cached_seconds must be 1-D and equally long")
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6), layout="constrained")
     axes[0].plot(n, plain * 1e3, "o-", color="tab:red", label="plain: decode the whole prefix each step")
     axes[0].plot(n, cached * 1e3, "s-", color="tab:blue", label="KV cache: only the newest token")

@@ -3,10 +3,9 @@ drill's timer, the verdict with the time taken, and the reference only after a p
 import re
 
 import pytest
+from test_lab import KERNEL_IDLE, RUN_S, menu, open_notebook
 
 from tutor import drills
-
-from test_lab import KERNEL_IDLE, RUN_S, menu, open_notebook
 
 pytestmark = pytest.mark.browser
 RIGHT_PAD_MASK = "def make_pad_mask(tokens, pad_id=0):\n    return (tokens != pad_id)[:, None, None, :]\n"

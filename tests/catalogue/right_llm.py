@@ -104,7 +104,8 @@ def sampling_probs_renormalised(logits, temperature=1.0, top_k=None, top_p=None)
 def sample_next_token_own(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     if temperature == 0:
         return logits.max(dim=-1).indices
-    return torch.multinomial(sampling_probs_renormalised(logits, temperature, top_k, top_p), 1, generator=generator)[:, 0]
+    probs = sampling_probs_renormalised(logits, temperature, top_k, top_p)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
 
 
 def beam_search_lists(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):

@@ -1,5 +1,4 @@
 """Wrong implementations of the shared LLM components (docs/CONTRACT_LLM.md), each a classic mistake."""
-import math
 
 import torch
 import torch.nn.functional as F
