@@ -132,6 +132,12 @@ def evidence():
     return real_evidence()
 
 
+def added(components, ev, baseline):
+    """What the checklist asks for beyond what it asks of the real tree."""
+    before = checklist(contract.COMPONENTS, baseline)
+    return [line for line in checklist(components, ev) if line not in before]
+
+
 def test_the_repository_lacks_nothing(evidence):
     missing = checklist(contract.COMPONENTS, evidence)
     assert not missing, "add-a-chapter checklist (docs/MAINTAINING.md):\n" + "\n".join(missing)
@@ -144,7 +150,7 @@ NEW = contract.Component("frobnicate", "08", "llm", "graded", "a new component",
 
 
 def test_a_new_name_without_its_pieces_is_caught(evidence):
-    missing = "\n".join(checklist(contract.COMPONENTS + (NEW,), evidence))
+    missing = "\n".join(added(contract.COMPONENTS + (NEW,), evidence, evidence))
     for needed in ("define it in solutions/llm.py", 'add an exercise="frobnicate" cell to lessons/08_gpt.py',
                    "write its check: @register('frobnicate') in tutor/checks.py",
                    "add a wrong implementation its check 'frobnicate' fails",
@@ -155,21 +161,21 @@ def test_a_new_name_without_its_pieces_is_caught(evidence):
 
 def test_a_new_name_defined_but_not_registered_is_caught(evidence):
     ev = dataclasses.replace(evidence, public={**evidence.public, "llm": evidence.public["llm"] + ["frobnicate"]})
-    assert checklist(contract.COMPONENTS, ev) == [
+    assert added(contract.COMPONENTS, ev, evidence) == [
         "frobnicate: solutions/llm.py defines it; register it in contract/__init__.py (COMPONENTS)"]
 
 
 def test_a_new_component_without_signature_or_check_is_caught(evidence):
     bare = dataclasses.replace(NEW, signature=None, checks=(), mistakes=())
     ev = dataclasses.replace(evidence, public={**evidence.public, "llm": evidence.public["llm"] + ["frobnicate"]})
-    missing = "\n".join(checklist(contract.COMPONENTS + (bare,), ev))
+    missing = "\n".join(added(contract.COMPONENTS + (bare,), ev, evidence))
     assert "frobnicate (chapter 08): give its signature" in missing
     assert "frobnicate (chapter 08): name the check that proves it" in missing
 
 
 def test_a_new_graded_chapter_without_a_mutation_is_caught(evidence):
     lessons = {**evidence.lessons, "11_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
-    missing = checklist(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons))
+    missing = added(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons), evidence)
     assert missing == ["11_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['11_moe']), or the "
                        "simulated classic-mistake student is quietly perfect"]
 
@@ -177,7 +183,7 @@ def test_a_new_graded_chapter_without_a_mutation_is_caught(evidence):
 def test_a_lesson_exercise_the_registry_does_not_know_is_caught(evidence):
     lessons = dict(evidence.lessons)
     lessons["08_gpt"] = {**lessons["08_gpt"], "exercises": lessons["08_gpt"]["exercises"] + ["MixtureOfExperts"]}
-    missing = checklist(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons))
+    missing = added(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons), evidence)
     assert missing == ["MixtureOfExperts: lessons/08_gpt.py has an exercise the registry does not know; register it"]
 
 
@@ -212,3 +218,17 @@ def test_contract_doc_is_generated_from_the_registry():
     doc = (Path(build.ROOT) / "docs" / "CONTRACT.md").read_text(encoding="utf-8")
     assert doc == build.contract_doc(), "docs/CONTRACT.md differs from the registry: run `make build`"
     assert all(re.search(rf"`{c.name}`", doc) for c in contract.COMPONENTS)
+
+
+@pytest.mark.parametrize("doc", ["ARCHITECTURE.md", "CONTRACT_LLM.md"])
+def test_hand_written_doc_tables_name_registered_components(doc):
+    """The explanatory tables in the docs (first column: a component or Class.method) name only
+    registered components; docs/CONTRACT_LLM.md explains every component of the LLM modules."""
+    text = (Path(build.ROOT) / "docs" / doc).read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([A-Za-z_][\w.]*)` \|", text, re.MULTILINE)
+    methods = {f"{c.name}.{m}" for c in contract.COMPONENTS for m in c.methods}
+    unknown = [r for r in rows if r not in contract.BY_NAME and r not in methods and r not in checks.CHECKS]
+    assert rows and not unknown, f"docs/{doc} names {unknown}, which the registry does not have"
+    if doc == "CONTRACT_LLM.md":
+        llm = [c.name for c in contract.COMPONENTS if c.module in ("llm", "decoding", "backward")]
+        assert not [n for n in llm if n not in rows], "docs/CONTRACT_LLM.md: explain every LLM component"
