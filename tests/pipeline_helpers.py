@@ -1,8 +1,6 @@
-"""Helpers shared by the pipeline tests (build, leaks, nbgrader end to end, nbval)."""
-import os
+"""Helpers shared by the pipeline tests (build, leaks, nbgrader end to end, nbval). nbgrader itself
+runs through the class simulation's one wrapper, ``tools.simulate_class.nbgrader``."""
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -37,15 +35,3 @@ def copy_build_inputs(dest):
     for rel in ("lessons", "tools"):
         shutil.copytree(ROOT / rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "nbgrader_config.py", dest)
-
-
-def nbgrader(*args, cwd, check=True, timeout=900):
-    """Run the nbgrader CLI of this environment in ``cwd``; returns the CompletedProcess."""
-    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
-    # nbgrader runs the `alembic` executable when it creates a gradebook: it must be on PATH.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"nbgrader {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc

@@ -1,10 +1,14 @@
 """The part of the class simulation that predicts scores (tools/simulate_class.py), on its own and
-fast: which grade cells a broken, voided or lost exercise must cost, read from the source notebooks."""
-from pathlib import Path
+fast: which grade cells a broken, voided or lost exercise, or a chapter's classic mistake
+(``MUTATIONS``), must cost, read from the source notebooks."""
+import pytest
 
+from pipeline_helpers import ROOT, graded_chapters
 from tools import simulate_class
+from tutor.mistakes import MISTAKES
 
-SOURCE = Path(__file__).resolve().parents[1] / "source"
+SOURCE = ROOT / "source"
+GRADED = graded_chapters()
 
 
 def test_a_broken_exercise_costs_the_cells_that_use_it_through_later_exercises():
@@ -36,9 +40,39 @@ def test_hidden_checks_are_read_from_the_grade_cells():
 
 
 def test_every_graded_chapter_has_a_classic_mistake_to_simulate():
-    """A chapter without a ``MUTATIONS`` entry would make the simulated classic-mistake student
-    quietly perfect: add one (an edit of the reference answer the visible tests do not catch)."""
-    quiet = [name for name in sorted(p.name for p in SOURCE.iterdir() if p.is_dir())
-             if (info := simulate_class.analyse(name, SOURCE)).points
-             and not simulate_class.make_submission("classic_mistake", info).fails]
-    assert not quiet, f"add a MUTATIONS entry in tools/simulate_class.py for an exercise of {quiet}"
+    """A chapter without a ``MUTATIONS`` entry has no classic-mistake student (the end-to-end test
+    and the simulation would not say what its hidden checks cost)."""
+    missing = [name for name in GRADED if name not in simulate_class.MUTATIONS]
+    assert not missing, (f"add a MUTATIONS entry in tools/simulate_class.py for each of {missing}: "
+                         "Mutation(<exercise>, <diagnosis id in tutor.mistakes.MISTAKES>, "
+                         "[(<text of its reference answer>, <wrong text>)]), a classic mistake")
+    assert set(simulate_class.MUTATIONS) <= set(GRADED), "a MUTATIONS entry for no graded chapter"
+
+
+@pytest.mark.parametrize("chapter", GRADED)
+def test_each_classic_mistake_edits_the_reference_and_costs_a_hidden_check_of_its_exercise(chapter):
+    info = simulate_class.analyse(chapter, SOURCE)
+    mutation = simulate_class.MUTATIONS[chapter]
+    assert mutation.mistake in MISTAKES, f"{mutation.mistake!r} is not a diagnosis id of tutor.mistakes"
+    _, answer = simulate_class.reference_answer(info, mutation.component)
+    for text, _ in mutation.edits:
+        assert answer.count(text) == 1, f"{text!r} does not stand once in the reference {mutation.component}"
+    fails = simulate_class.make_submission("classic_mistake", info).fails
+    assert fails == simulate_class.expected_failures(info, mutation)
+    assert any(mutation.component in simulate_class._checks_in(info, g) for g in fails), \
+        f"{chapter}: the predicted failures {sorted(fails)} run no hidden check of {mutation.component}"
+
+
+def test_a_mistake_the_visible_tests_catch_costs_every_cell_that_uses_its_exercise():
+    info = simulate_class.analyse("05_layers", SOURCE)
+    hidden = simulate_class.Mutation("EncoderLayer", "src_mask_missing", [])
+    assert simulate_class.expected_failures(info, hidden) == {"encoder_layer_matches_reference"}
+    visible = hidden._replace(visible=True)
+    assert simulate_class.expected_failures(info, visible) == {"encoder_layer_ignores_padding",
+                                                               "encoder_layer_matches_reference"}
+
+
+def test_a_graded_chapter_without_a_classic_mistake_is_an_error_not_a_perfect_answer(monkeypatch):
+    monkeypatch.delitem(simulate_class.MUTATIONS, "02_multihead")
+    with pytest.raises(ValueError, match="add a MUTATIONS entry for 02_multihead"):
+        simulate_class.make_submission("classic_mistake", simulate_class.analyse("02_multihead", SOURCE))

@@ -16,7 +16,8 @@ from nbclient import NotebookClient
 
 import solutions
 from grader import feedback
-from pipeline_helpers import LESSONS, ROOT, build, nbgrader, read_nb
+from pipeline_helpers import LESSONS, ROOT, build, read_nb
+from tools.simulate_class import nbgrader
 from tutor import checks
 from tutor.grading import TestFailure, check, test_cell
 
@@ -197,7 +198,7 @@ def test_run_all_on_a_fresh_selfstudy_notebook_keeps_going(name, tmp_path):
 
 
 def validate(path):
-    proc = nbgrader("validate", str(path), cwd=ROOT)  # exits 0 whatever it finds: read the output
+    proc = nbgrader(ROOT, "validate", str(path))  # exits 0 whatever it finds: read the output
     return proc.stdout + proc.stderr
 
 
@@ -237,18 +238,18 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
     course.mkdir()
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "source" / name, course / "source" / name)
-    nbgrader("generate_assignment", name, "--force", cwd=course)
+    nbgrader(course, "generate_assignment", name, "--force")
     wrong = read_nb(ROOT / "source" / name / f"{name}.ipynb")
     cell(wrong, "impl_MultiHeadAttention").source = reference_code("MultiHeadAttention", MERGE_WITHOUT_TRANSPOSE)
     submissions = {"untouched": read_nb(course / "release" / name / f"{name}.ipynb"), "wrong": wrong}
     (course / "students.csv").write_text("id\n" + "\n".join(submissions) + "\n")
-    nbgrader("db", "student", "import", "students.csv", cwd=course)
+    nbgrader(course, "db", "student", "import", "students.csv")
     for student, nb in submissions.items():
         folder = course / "submitted" / student / name
         folder.mkdir(parents=True)
         nbformat.write(nb, str(folder / f"{name}.ipynb"))
-    log = nbgrader("autograde", name, "--force", cwd=course).stderr
-    log += nbgrader("generate_feedback", name, "--force", cwd=course).stderr
+    log = nbgrader(course, "autograde", name, "--force").stderr
+    log += nbgrader(course, "generate_feedback", name, "--force").stderr
     assert "has changed!" not in log and "SAWarning" not in log, log[-3000:]
 
     machine_paths = [str(course), str(ROOT), sys.prefix, str(tmp_path)]

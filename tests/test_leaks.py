@@ -11,7 +11,8 @@ import sys
 import pytest
 
 import solutions
-from pipeline_helpers import LESSONS, ROOT, build, nbgrader, read_nb
+from pipeline_helpers import LESSONS, ROOT, build, read_nb
+from tools.simulate_class import nbgrader
 
 FORBIDDEN_ANYWHERE = [
     (re.compile(r"BEGIN SOLUTION|END SOLUTION"), "solution markers"),
@@ -145,7 +146,7 @@ def test_generate_assignment_copies_no_maintainer_files(tmp_path):
     (junk / ".secret").write_text("")
     (junk / "__pycache__").mkdir()
     (junk / "__pycache__" / "x.pyc").write_text("")
-    nbgrader("generate_assignment", name, "--no-db", "--force", cwd=tmp_path)
+    nbgrader(tmp_path, "generate_assignment", name, "--no-db", "--force")
     released = sorted(str(p.relative_to(tmp_path / "release" / name)) for p in (tmp_path / "release" / name).rglob("*"))
     assert released == [f"{name}.ipynb"]
 

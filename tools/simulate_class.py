@@ -12,6 +12,11 @@ depend (through the notebook's cells, by static analysis) on an exercise the sub
 when the kernel was lost before it, or when it belongs to an exercise whose code reaches the
 grading machinery; its points come from the source notebook's metadata.
 
+This is the one grading harness: tests/test_nbgrader_e2e.py (every chapter: perfect, untouched,
+its classic mistake from ``MUTATIONS``), tests/test_class_simulation.py, tests/test_idiom_grading.py
+and benchmarks/grade_class.py build their courses with it, and every test and benchmark runs the
+nbgrader CLI through its ``nbgrader()``.
+
     .venv/bin/python tools/simulate_class.py                      # every assignment in source/
     .venv/bin/python tools/simulate_class.py 01_attention -s perfect -s torch_allclose
     .venv/bin/python tools/simulate_class.py --list               # the submission kinds
@@ -31,6 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -120,26 +126,45 @@ class LayerNorm(nn.Module):
 ''',
 }
 
-# Classic mistakes made by editing the reference answer, one per graded chapter: exercise ->
-# (mistake id, [(text, replacement), ...]). Each is one the visible tests do not catch (shapes
-# stay right), so exactly the graded cells with a hidden check that depend on the exercise must
-# lose their points, and the feedback must name the mistake.
+
+class Mutation(NamedTuple):
+    """A classic mistake made by editing the reference answer of one exercise."""
+    component: str  # the exercise's name (a def or class of a solution cell)
+    mistake: str    # its diagnosis id in tutor.mistakes.MISTAKES: the feedback must name it
+    edits: list     # [(text that stands once in the reference answer, replacement)]
+    visible: bool = False  # the visible tests catch it too (not only the hidden checks)
+
+
+# The classic mistake of each graded chapter, keyed by lesson name: the simulated
+# ``classic_mistake`` student and tests/test_nbgrader_e2e.py hand it in. The grade cells it costs
+# are computed (``expected_failures``), never listed here, and the feedback must name the mistake.
 MUTATIONS = {
-    "scaled_dot_product_attention": ("no_scale", [
+    # the scores not scaled: the module built on the function fails its check too
+    "01_attention": Mutation("scaled_dot_product_attention", "no_scale", [
         ("scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)", "scores = Q @ K.transpose(-2, -1)")]),
-    "MultiHeadAttention": ("merge_heads_no_transpose", [
+    "02_multihead": Mutation("MultiHeadAttention", "merge_heads_no_transpose", [
         ("out = out.transpose(1, 2).contiguous().view(B, T_q, self.d_model)",
          "out = out.contiguous().view(B, T_q, self.d_model)")]),
-    "PositionalEncoding": ("pe_not_sliced", [("x = x + self.pe[:, : x.size(1)]", "x = x + self.pe")]),
-    "ResidualLayerNorm": ("missing_residual", [("return self.ln(x + sublayer_out)", "return self.ln(sublayer_out)")]),
-    "make_pad_mask": ("pad_mask_queries", [
-        ("return (tokens != pad_id)[:, None, None, :]",
-         "return (tokens != pad_id)[:, None, None, :] & (tokens != pad_id)[:, None, :, None]")]),
-    "Transformer": ("embed_not_scaled", [
+    # the positional table added whole, not sliced to T
+    "03_positional": Mutation("PositionalEncoding", "pe_not_sliced", [
+        ("x = x + self.pe[:, : x.size(1)]", "x = x + self.pe")]),
+    "04_ffn_layernorm": Mutation("ResidualLayerNorm", "missing_residual", [
+        ("return self.ln(x + sublayer_out)", "return self.ln(sublayer_out)")]),
+    # the padding mask not passed on: the visible padding test fails as well as the hidden check
+    "05_layers": Mutation("EncoderLayer", "src_mask_missing", [
+        ("self.self_attn(x, x, src_mask)", "self.self_attn(x, x)")], visible=True),
+    # the embeddings not multiplied by sqrt(d_model): greedy decoding, which runs the model, fails too
+    "06_transformer": Mutation("Transformer", "embed_not_scaled", [
         ("self.src_embed(src) * math.sqrt(self.d_model)", "self.src_embed(src)"),
         ("self.tgt_embed(tgt_in) * math.sqrt(self.d_model)", "self.tgt_embed(tgt_in)")]),
-    "copy_loss": ("loss_includes_pad", [(", ignore_index=pad_id)", ")")]),
-    "kv_cache_bytes": ("kv_cache_only_k", [("return 2 * num_layers", "return num_layers")]),
+    # the loss averaged over PAD positions too (training still updates the model)
+    "07_copy_task": Mutation("copy_loss", "loss_includes_pad", [(", ignore_index=pad_id)", ")")]),
+    # the KV cache counted without its factor 2 (K only, no V)
+    "08_gpt": Mutation("kv_cache_bytes", "kv_cache_only_k", [("return 2 * num_layers", "return num_layers")]),
+    # the query rows masked too: costs that drill only, no other drill calls it
+    "09_drills": Mutation("make_pad_mask", "pad_mask_queries", [
+        ("return (tokens != pad_id)[:, None, None, :]",
+         "return (tokens != pad_id)[:, None, None, :] & (tokens != pad_id)[:, None, :, None]")]),
 }
 
 
@@ -332,23 +357,42 @@ def _as_cell(module_source, target):
     return "\n\n".join("\n".join(chunk) for chunk in chunks)
 
 
+def expected_failures(info, mutation):
+    """grade_ids a classic mistake costs: the graded cells that use its exercise (through later
+    exercises too) and run a hidden check -- its visible tests pass, the shapes stay right -- or,
+    when the visible tests catch it too, every graded cell that uses the exercise."""
+    fails = _failing(info, [mutation.component])
+    return fails if mutation.visible else {g for g in fails if _checks_in(info, g)}
+
+
+def reference_answer(info, name):
+    """(cell index, reference answer as a learner types it) of the exercise that defines ``name``."""
+    index = next((i for i, names in info.exercises if name in names), None)
+    if index is None:
+        raise ValueError(f"no exercise of {info.name} defines {name}")
+    return index, _solution_code(info.source.cells[index])
+
+
 def _mutated(info, perfect):
-    """The reference answer with the chapter's classic mistake edited in (``MUTATIONS``): exactly
-    the graded cells with a hidden check that depend on the edited exercise fail, and their
-    feedback names the mistake."""
+    """The reference answer with the chapter's classic mistake (``MUTATIONS``) edited in; the
+    feedback must name the mistake."""
     from tutor.mistakes import explain
 
-    for index, names in info.exercises:
-        for name in [n for n in names if n in MUTATIONS]:
-            mid, edits = MUTATIONS[name]
-            nb = copy.deepcopy(perfect)
-            for text, replacement in edits:
-                if text not in nb.cells[index].source:
-                    raise ValueError(f"MUTATIONS[{name!r}]: {text!r} is not in the reference answer")
-                nb.cells[index].source = nb.cells[index].source.replace(text, replacement)
-            fails = {g for g in info.points if name in info.needs[g] and _checks_in(info, g)}
-            return Submission(nb, fails, diagnosis=explain(mid))
-    return Submission(perfect, set())  # no mutation for this chapter: the perfect answer
+    if not info.points:
+        return Submission(perfect, set())  # an ungraded chapter: nothing to lose
+    if info.name not in MUTATIONS:
+        raise ValueError(f"add a MUTATIONS entry for {info.name}: Mutation(<exercise>, <diagnosis id in "
+                         "tutor.mistakes.MISTAKES>, [(<text of its reference answer>, <wrong text>)]) in "
+                         "tools/simulate_class.py: a classic mistake (visible=True if the visible tests catch it)")
+    mutation = MUTATIONS[info.name]
+    index, answer = reference_answer(info, mutation.component)
+    for text, replacement in mutation.edits:
+        if answer.count(text) != 1:
+            raise ValueError(f"MUTATIONS[{info.name!r}]: {text!r} does not stand once in the reference answer")
+        answer = answer.replace(text, replacement)
+    nb = copy.deepcopy(perfect)
+    nb.cells[index].source = answer
+    return Submission(nb, expected_failures(info, mutation), diagnosis=explain(mutation.mistake))
 
 
 def _catalogue_mistake(info, perfect):
@@ -524,24 +568,27 @@ KINDS = ["perfect", "untouched", "partial", "classic_mistake", "catalogue_mistak
 
 
 def nbgrader(course, *args, check=True):
-    """Run one nbgrader command in ``course``; return (returncode, combined output)."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env,
+    """Run one command of this environment's nbgrader in ``course`` (the one way every script and
+    test runs it); return the CompletedProcess (``stdout``, ``stderr``, ``returncode``)."""
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}  # set only in its kernels
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # nbgrader runs `alembic` for a new gradebook
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                           capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
-    return proc.returncode, proc.stdout + proc.stderr
+        raise RuntimeError(f"nbgrader {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+    return proc
 
 
 def setup_course(course, assignments, source_dir, timeout=None):
-    """Course dir with the repository's config (plus an optional shorter cell timeout)."""
+    """Course dir with the repository's config (plus an optional shorter cell timeout) and
+    ``assignments`` recorded in its gradebook by one ``generate_assignment``."""
     shutil.copy(source_dir.parent / "nbgrader_config.py", course / "nbgrader_config.py")
     if timeout is not None:
         with open(course / "nbgrader_config.py", "a") as f:
             f.write(f"\n# simulation only: a hanging cell costs less\nc.Execute.timeout = {timeout}\n")
     for name in assignments:
         shutil.copytree(source_dir / name, course / "source" / name)
-        nbgrader(course, "generate_assignment", name, "--force")
+    nbgrader(course, "generate_assignment", "*", "--force")
 
 
 def hand_in(course, student, assignment, submission):
@@ -559,8 +606,15 @@ def hand_in(course, student, assignment, submission):
         nbformat.write(nb, folder / name)
 
 
+class Grade(NamedTuple):
+    """One grade cell of one submission, as the gradebook holds it."""
+    score: float
+    max_score: float
+    manual: bool  # flagged for manual grading
+
+
 def read_gradebook(course):
-    """{(student, assignment): {grade_id: (auto_score, needs_manual_grade)}}."""
+    """{(student, assignment): {grade_id: Grade}}."""
     from nbgrader.api import Gradebook, MissingEntry
     out = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
@@ -572,7 +626,7 @@ def read_gradebook(course):
                     continue
                 for nb in sub.notebooks:
                     out[(student.id, assignment.name)] = {
-                        g.name: (g.auto_score, g.needs_manual_grade) for g in nb.grades}
+                        g.name: Grade(g.auto_score, g.max_score, g.needs_manual_grade) for g in nb.grades}
     return out
 
 
@@ -625,22 +679,21 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
             diagnoses[(student, a)] = sub.diagnosis
     timings = {"setup_s": time.perf_counter() - started}
     mismatches = []
-    for a in assignments:
-        t0 = time.perf_counter()
-        rc, output = nbgrader(course, "autograde", a, check=False)
-        timings[f"autograde_{a}_s"] = time.perf_counter() - t0
-        failed = set(re.findall(r"error processing assignment '[^']*' for student '([^']*)'", output))
-        allowed = {"invalid_json"} & set(kinds)
-        if failed - allowed or (rc != 0) != bool(failed):
-            mismatches.append(f"{a}: autograde rc={rc}, failed for {sorted(failed)}:\n{output[-3000:]}")
-        nbgrader(course, "generate_feedback", a, check=False)
+    t0 = time.perf_counter()  # nbgrader starts once per command, whatever the number of assignments
+    proc = nbgrader(course, "autograde", "*", check=False)
+    timings["autograde_s"] = time.perf_counter() - t0
+    output = proc.stdout + proc.stderr
+    failed = set(re.findall(r"error processing assignment '[^']*' for student '([^']*)'", output))
+    if failed - ({"invalid_json"} & set(kinds)) or (proc.returncode != 0) != bool(failed):
+        mismatches.append(f"autograde rc={proc.returncode}, failed for {sorted(failed)}:\n{output[-3000:]}")
+    nbgrader(course, "generate_feedback", "*", check=False)
     nbgrader(course, "export")
     timings["total_s"] = time.perf_counter() - started
     book, exported = read_gradebook(course), read_export(course)
     for (student, a), cells in sorted(expected.items()):
         got = book.get((student, a), {})
         for grade_id, points in cells.items():
-            score, manual = got.get(grade_id, (None, None))
+            score, _, manual = got.get(grade_id, (None, None, None))
             if (score or 0.0) != points:
                 mismatches.append(f"{student}/{a}/{grade_id}: score {score}, expected {points}")
             if student != "invalid_json" and manual:
