@@ -63,6 +63,18 @@ def test_each_classic_mistake_edits_the_reference_and_costs_a_hidden_check_of_it
         f"{chapter}: the predicted failures {sorted(fails)} run no hidden check of {mutation.component}"
 
 
+def test_a_silent_mistake_costs_the_hidden_checks_that_judge_what_it_built():
+    """Through later exercises (a wrong SwiGLU makes a wrong GPTBlock and GPT), but not a check of
+    another object whose cell also uses it: generate's check judges generate, which takes the model
+    as an argument, while only the visible tests run it on the learner's GPT."""
+    info = simulate_class.analyse("08_gpt", SOURCE)
+    silent = simulate_class.Mutation("SwiGLU", "", [])
+    assert simulate_class.expected_failures(info, silent) == {
+        "swiglu_matches_reference", "gpt_block_matches_reference", "gpt_matches_reference"}
+    assert "GPT" in info.needs["kv_cache_tokens_identical"]
+    assert simulate_class.expected_failures(info, silent._replace(component="GPT")) == {"gpt_matches_reference"}
+
+
 def test_a_mistake_the_visible_tests_catch_costs_every_cell_that_uses_its_exercise():
     info = simulate_class.analyse("05_layers", SOURCE)
     hidden = simulate_class.Mutation("EncoderLayer", "src_mask_missing", [])
