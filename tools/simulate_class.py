@@ -177,6 +177,7 @@ class Notebook:
     points: dict = field(default_factory=dict)       # grade_id -> points
     grade_index: dict = field(default_factory=dict)  # grade_id -> cell index
     needs: dict = field(default_factory=dict)        # grade_id -> exercise names the cell depends on
+    judged: dict = field(default_factory=dict)       # grade_id -> exercises its hidden checks' objects depend on
     exercises: list = field(default_factory=list)    # [(cell index, names defined)] in order
 
 
@@ -262,6 +263,10 @@ def analyse(name, source_dir):
         if cell.cell_type != "code":
             continue
         meta = _meta(cell)
+        if meta.get("grade"):  # the hidden checks come first: ``grade("<check name>", <object>)``
+            judged = [arg for node in ast.walk(ast.parse(cell.source)) if isinstance(node, ast.Call)
+                      and isinstance(node.func, ast.Name) and node.func.id == "grade" for arg in node.args[1:]]
+            info.judged[meta["grade_id"]] = set().union(*(depends.get(n, set()) for n in _loads(judged)))
         reached = set()
         _flow(ast.parse(cell.source).body, depends, bool(meta.get("solution")), reached)
         if meta.get("solution"):
@@ -358,11 +363,12 @@ def _as_cell(module_source, target):
 
 
 def expected_failures(info, mutation):
-    """grade_ids a classic mistake costs: the graded cells that use its exercise (through later
-    exercises too) and run a hidden check -- its visible tests pass, the shapes stay right -- or,
-    when the visible tests catch it too, every graded cell that uses the exercise."""
-    fails = _failing(info, [mutation.component])
-    return fails if mutation.visible else {g for g in fails if _checks_in(info, g)}
+    """grade_ids a classic mistake costs: the graded cells whose hidden check judges an object
+    built from its exercise (through later exercises too) -- its visible tests pass, the shapes
+    stay right -- or, when the visible tests catch it too, every graded cell that uses the exercise."""
+    if mutation.visible:
+        return _failing(info, [mutation.component])
+    return {g for g, judged in info.judged.items() if mutation.component in judged}
 
 
 def reference_answer(info, name):
