@@ -20,14 +20,12 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from solutions import Transformer  # noqa: E402
-from solutions.copy_task import (  # noqa: E402
+from solutions import Transformer
+from solutions.copy_task import (
     PAD_ID,
     copy_loss,
     make_copy_batch,

@@ -13,15 +13,13 @@ lesson states and ``tests/test_gpt_target.py`` checks: best validation loss belo
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from solutions import GPT, CharTokenizer, train_gpt  # noqa: E402
+from solutions import GPT, CharTokenizer, train_gpt
 
+ROOT = Path(__file__).resolve().parents[1]
 RECIPE = dict(d_model=64, num_heads=4, num_kv_heads=2, d_ff=172, num_layers=2, max_len=64, dropout=0.2,
               tie_weights=True)
 TRAIN = dict(block_size=32, batch_size=32, max_steps=150, lr=3e-3, warmup=30, eval_every=25)

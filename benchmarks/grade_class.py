@@ -1,8 +1,8 @@
 """Wall time to autograde the course with nbgrader: one student's full course, then a class.
 
-    .venv/bin/python benchmarks/grade_class.py                  # 1 student, then a class of 10, all chapters
-    .venv/bin/python benchmarks/grade_class.py --students 30 01_attention 02_multihead
-    .venv/bin/python benchmarks/grade_class.py --jobs 2         # the class once more, in parallel
+    .venv/bin/python -m benchmarks.grade_class                  # 1 student, then a class of 10, all chapters
+    .venv/bin/python -m benchmarks.grade_class --students 30 01_attention 02_multihead
+    .venv/bin/python -m benchmarks.grade_class --jobs 2         # the class once more, in parallel
 
 Students cycle through perfect / partial / untouched submissions (what a real class hands in;
 failing checks cost a little more than passing ones). Uses the repository's nbgrader_config.py
@@ -20,16 +20,14 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script: the repository root, for `tools`
-from tools import simulate_class as sim  # noqa: E402
+from tools import simulate_class as sim
 
+ROOT = Path(__file__).resolve().parents[1]
 MIX = ["perfect", "partial", "untouched"]
 
 

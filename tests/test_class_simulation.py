@@ -5,7 +5,7 @@ submissions, runs ``autograde``, ``generate_feedback`` and ``export`` in a tempo
 directory, and compares each grade cell's score (gradebook) and each total (CSV) with the score
 computed from the source notebook's metadata. tests/test_idiom_grading.py grades right answers
 written the ways people really write Python in every chapter. The whole course with every
-submission kind and every idiom is ``.venv/bin/python tools/simulate_class.py --idioms``
+submission kind and every idiom is ``.venv/bin/python -m tools.simulate_class --idioms``
 (minutes; not part of the test suite).
 """
 import re

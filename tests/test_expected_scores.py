@@ -39,16 +39,6 @@ def test_hidden_checks_are_read_from_the_grade_cells():
     assert simulate_class._checks_in(info, "transformer_structure") == set()
 
 
-def test_every_graded_chapter_has_a_classic_mistake_to_simulate():
-    """A chapter without a ``MUTATIONS`` entry has no classic-mistake student (the end-to-end test
-    and the simulation would not say what its hidden checks cost)."""
-    missing = [name for name in GRADED if name not in simulate_class.MUTATIONS]
-    assert not missing, (f"add a MUTATIONS entry in tools/simulate_class.py for each of {missing}: "
-                         "Mutation(<exercise>, <diagnosis id in tutor.mistakes.MISTAKES>, "
-                         "[(<text of its reference answer>, <wrong text>)]), a classic mistake")
-    assert set(simulate_class.MUTATIONS) <= set(GRADED), "a MUTATIONS entry for no graded chapter"
-
-
 @pytest.mark.parametrize("chapter", GRADED)
 def test_each_classic_mistake_edits_the_reference_and_costs_a_hidden_check_of_its_exercise(chapter):
     info = simulate_class.analyse(chapter, SOURCE)

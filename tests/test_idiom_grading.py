@@ -2,7 +2,7 @@
 instructor's nbgrader commands (tools/simulate_class.py), in every graded chapter: the first idiom
 of every exercise in tests/catalogue/idioms.py gets full marks, and a perfect answer with
 ``torch.allclose`` replaced inside one exercise loses that exercise's points only. Every idiom
-(not only the first of each exercise) is ``.venv/bin/python tools/simulate_class.py --idioms``.
+(not only the first of each exercise) is ``.venv/bin/python -m tools.simulate_class --idioms``.
 
 Its own file, so that pytest-xdist grades it beside tests/test_class_simulation.py, not after it.
 """

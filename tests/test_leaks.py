@@ -31,7 +31,8 @@ def learner_notebooks(name):
 
 def exercise_names(name):
     cells = build.read_lesson(name)
-    return [n for c in cells if "exercise" in c.metadata for n in build.split_names(c.metadata["exercise"], "exercise", name)]
+    return [n for c in cells if "exercise" in c.metadata
+            for n in build.split_names(c.metadata["exercise"], "exercise", name)]
 
 
 def significant(lines):
@@ -88,7 +89,8 @@ def allowed_snippets(source_nb):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_release_folder_holds_only_the_notebook(name):
-    files = sorted(str(p.relative_to(ROOT / "release" / name)) for p in (ROOT / "release" / name).rglob("*") if p.is_file())
+    folder = ROOT / "release" / name
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert files == [f"{name}.ipynb"]
 
 

@@ -124,6 +124,8 @@ def checklist(components, ev):
         if found["graded"] and lesson not in ev.mutations:
             todo.append(f"{lesson}: add its classic mistake to tools/simulate_class.py (MUTATIONS[{lesson!r}]), or the "
                         "simulated classic-mistake student is quietly perfect")
+    todo += [f"MUTATIONS[{lesson!r}] in tools/simulate_class.py is for no graded chapter; remove it"
+             for lesson in sorted(ev.mutations) if not ev.lessons.get(lesson, {}).get("graded")]
     return todo
 
 
@@ -232,3 +234,9 @@ def test_hand_written_doc_tables_name_registered_components(doc):
     if doc == "CONTRACT_LLM.md":
         llm = [c.name for c in contract.COMPONENTS if c.module in ("llm", "decoding", "backward")]
         assert not [n for n in llm if n not in rows], "docs/CONTRACT_LLM.md: explain every LLM component"
+
+
+def test_a_mutation_for_no_graded_chapter_is_caught(evidence):
+    ev = dataclasses.replace(evidence, mutations=evidence.mutations | {"10_tokenizers"})
+    assert added(contract.COMPONENTS, ev, evidence) == [
+        "MUTATIONS['10_tokenizers'] in tools/simulate_class.py is for no graded chapter; remove it"]

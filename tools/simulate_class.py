@@ -17,10 +17,10 @@ its classic mistake from ``MUTATIONS``), tests/test_class_simulation.py, tests/t
 and benchmarks/grade_class.py build their courses with it, and every test and benchmark runs the
 nbgrader CLI through its ``nbgrader()``.
 
-    .venv/bin/python tools/simulate_class.py                      # every assignment in source/
-    .venv/bin/python tools/simulate_class.py 01_attention -s perfect -s torch_allclose
-    .venv/bin/python tools/simulate_class.py --list               # the submission kinds
-    .venv/bin/python tools/simulate_class.py --idioms             # every kind and every right-answer idiom
+    .venv/bin/python -m tools.simulate_class                      # every assignment in source/
+    .venv/bin/python -m tools.simulate_class 01_attention -s perfect -s torch_allclose
+    .venv/bin/python -m tools.simulate_class --list               # the submission kinds
+    .venv/bin/python -m tools.simulate_class --idioms             # every kind and every right-answer idiom
 """
 import argparse
 import ast
@@ -41,8 +41,6 @@ from typing import NamedTuple
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: the repository root, for tests.catalogue
-    sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
 STUBBORN_LOOP = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
 STUB_LINE = re.compile(r"^(\s*)raise NotImplementedError\(.*\)\s*$", re.M)
