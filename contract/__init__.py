@@ -114,15 +114,20 @@ COMPONENTS = (
     # 06 the Transformer
     _c("Transformer", "06", "transformer", "graded",
        "embeddings scaled by sqrt(d_model), positions, N encoder and decoder layers, `out_proj`; masks built from "
-       "`pad_id`; greedy decoding that stops once every row has emitted EOS",
+       "`pad_id`; the method `greedy_decode` returns the function `greedy_decode(self, ...)`",
        "src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, dropout=0.1, max_len=512, pad_id=0",
        methods={"encode": "src", "decode": "tgt_in, memory, src_mask=None", "forward": "src, tgt_in",
                 "greedy_decode": "src, bos_id, eos_id, max_new_tokens"},
-       checks=("Transformer", "greedy_decode"), mistakes=("embed_not_scaled", "greedy_no_eos_stop")),
+       checks=("Transformer",), mistakes=("embed_not_scaled",)),
+    _c("greedy_decode", "06", "transformer", "graded",
+       "greedy decoding from BOS: arg-max at the last position, `pad_id` after a row's EOS, stops once every row "
+       "has emitted EOS -> LongTensor (B, <= 1 + max_new_tokens)", "model, src, bos_id, eos_id, max_new_tokens",
+       checks=("greedy_decode",),
+       mistakes=("greedy_no_eos_stop", "greedy_no_pad_after_eos", "greedy_no_bos", "greedy_first_position")),
     _c("greedy_decode_cached", "06", "transformer", "bonus",
-       "greedy decoding with a KV cache, token for token what `model.greedy_decode` gives",
-       "model, src, bos_id, eos_id, max_new_tokens",
-       tested_by="06 §8 (ungraded): tokens equal model.greedy_decode at every length"),
+       "greedy decoding with a KV cache, token for token what `greedy_decode` gives",
+       "model, src, bos_id, eos_id, max_new_tokens", checks=("greedy_decode_cached",),
+       mistakes=("kv_cache_pe_position_zero", "greedy_no_pad_after_eos", "memory_mask_missing")),
     # 07 copy task
     _c("PAD_ID", "07", "copy_task", "constant", "0, the padding token"),
     _c("BOS_ID", "07", "copy_task", "constant", "1, the begin-of-sequence token"),

@@ -14,19 +14,19 @@
 # # 06 完整的 Transformer（Encoder-Decoder）
 #
 # 这一章把前五章的零件装成原论文的编码器-解码器（encoder-decoder）模型：词嵌入（embedding）乘 $\sqrt{d_{\text{model}}}$、
-# 加位置编码、$N$ 层编码器、$N$ 层解码器、输出投影到词表；再让它用贪心解码（greedy decoding）逐个 token 生成。
-# 之后数一数原论文 base 模型的参数，比较训练和推理的开销，最后（选做）用 KV 缓存（KV cache）给解码提速并实测加速比。
+# 加位置编码、$N$ 层编码器、$N$ 层解码器、输出投影到词表；再让它用贪心解码（greedy decoding）逐个 token 生成，
+# （选做）用 KV 缓存（KV cache）给解码提速并实测加速比。之后数一数原论文 base 模型的参数，比较训练和推理的开销。
 #
-# **本章共 11 分**，只有一个练习 `Transformer`（包括方法 `greedy_decode`），4 个评分单元格：
+# **本章共 11 分**，两个练习、4 个评分单元格：
 #
-# | 评分单元格（grade_id） | 检查什么 | 分值 |
-# | --- | --- | --- |
-# | `transformer_structure` | 属性名与类型、参数量、`encode`/`decode`/`forward` 的输出形状 | 2 |
-# | `transformer_masks_from_pad_id` | 掩码在模型内部由 `pad_id` 构造：源/目标的 `<pad>` 不改变结果，解码器看不到未来 | 2 |
-# | `transformer_forward_matches_reference` | $\sqrt{d_{\text{model}}}$ 缩放、各层的掩码、logits 与参考实现数值一致 | 4 |
-# | `greedy_decode_stops_at_eos` | 从 `<bos>` 开始，结束的行补 `<pad>`，所有行都输出 `<eos>` 后立刻停止 | 3 |
+# | 练习 | 评分单元格（grade_id） | 检查什么 | 分值 |
+# | --- | --- | --- | --- |
+# | `Transformer`（第 4 节，8 分） | `transformer_structure` | 属性名与类型、参数量、`encode`/`decode`/`forward` 的输出形状 | 2 |
+# | | `transformer_masks_from_pad_id` | 掩码在模型内部由 `pad_id` 构造：源/目标的 `<pad>` 不改变结果，解码器看不到未来 | 2 |
+# | | `transformer_forward_matches_reference` | $\sqrt{d_{\text{model}}}$ 缩放、各层的掩码、logits 与参考实现数值一致 | 4 |
+# | `greedy_decode`（第 6 节，3 分） | `greedy_decode_stops_at_eos` | 从 `<bos>` 开始，结束的行补 `<pad>`，所有行都输出 `<eos>` 后立刻停止 | 3 |
 #
-# 选做（不计分）：`greedy_decode_cached`，带 KV 缓存的贪心解码，与 `greedy_decode` 输出的 token 逐个相同，并测出加速比。
+# 选做（第 7 节，不计分）：`greedy_decode_cached`，带 KV 缓存的贪心解码，与 `greedy_decode` 输出的 token 逐个相同，并测出加速比。
 #
 # 第 01–05 章的全部组件以参考实现的形式在下面提供（折叠的只读单元格）。掩码约定不变：布尔张量，**True = 可以看**。
 # 词表约定与第 07 章一致：`<pad> = 0`、`<bos> = 1`、`<eos> = 2`，其余是内容 token。
@@ -79,9 +79,9 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # | 方法 | 输入 → 输出 | 掩码 |
 # | --- | --- | --- |
 # | `encode(src)` | `(B, T_s)` → memory `(B, T_s, d_model)` | `make_pad_mask(src, pad_id)` |
-# | `decode(tgt_in, memory, src_mask=None)` | `(B, T_t)` → hidden `(B, T_t, d_model)` | 自注意力：`make_pad_mask(tgt_in, pad_id) & make_subsequent_mask(T_t)`；交叉注意力：`src_mask` |
+# | `decode(tgt_in, memory, src_mask=None)` | `(B, T_t)` → `(B, T_t, d_model)` | `make_pad_mask(tgt_in, pad_id) & make_subsequent_mask(T_t)`；交叉：`src_mask` |
 # | `forward(src, tgt_in)` | → logits `(B, T_t, tgt_vocab)` | 都在内部构造 |
-# | `greedy_decode(src, bos_id, eos_id, max_new_tokens)` | → `(B, ≤ 1 + max_new_tokens)` | 同上 |
+# | `greedy_decode(src, bos_id, eos_id, max_new_tokens)` | → `(B, ≤ 1 + max_new_tokens)`：调用第 6 节的函数 `greedy_decode(model, ...)` | 同上 |
 #
 # 掩码**在模型内部**从 `pad_id` 构造，调用者只需给 token id。这样用的人就不可能传错约定、传错形状
 # （常见的设计是让调用者自己传 `src_pad`，而且默认 `None`——忘了传，`<pad>` 就参与注意力，不报错）。
@@ -122,7 +122,8 @@ for V_demo in (1000, 37000):
         print(f"{name:30s} | {rms:8.3f} | {scaled:9.3f} | {pe_rms ** 2 / (scaled ** 2 + pe_rms ** 2):6.1%}")  # independent: variances add
 
 # %% [markdown]
-# 最后一列是位置编码在“嵌入 × $\sqrt{d}$ + 位置编码”这个和的**方差**里占的比例（两者独立，方差相加：$\mathrm{RMS}_{PE}^2 / (\mathrm{RMS}_{emb}^2 + \mathrm{RMS}_{PE}^2)$）。
+# 最后一列是位置编码在“嵌入 × $\sqrt{d}$ + 位置编码”这个和的**方差**里占的比例
+# （两者独立，方差相加：$\mathrm{RMS}_{PE}^2 / (\mathrm{RMS}_{emb}^2 + \mathrm{RMS}_{PE}^2)$）。
 # 对照这张表：$\mathcal{N}(0, 1)$ 乘 $\sqrt{d}$ 后 RMS 约 22.6，位置信号只占方差的 0.1%（按幅度之比 $0.71 / 22.6$ 也只有约 3%）；
 # $\mathcal{N}(0, 1/d)$ 乘 $\sqrt{d}$ 后 RMS 约 1，位置编码占三分之一，两种信号同一量级，且与 $V$ 无关；Xavier 则随 $V$ 变：
 # $V = 1000$ 时 RMS 0.82，位置编码占四成多，还算平衡；$V = 37000$ 时 RMS 0.17，位置编码占了约 95%，反过来盖过了词义。
@@ -154,7 +155,7 @@ for V_demo in (1000, 37000):
 # 完成下面的练习后，这个单元格会用一个小模型（$d_{\text{model}} = 32$）逐步走一遍，并确认与 `encode` / `forward` 的结果相同。
 
 # %% [markdown]
-# ## 4. 练习：`Transformer`（11 分）
+# ## 4. 练习：`Transformer`（8 分）
 #
 # 要求（属性名是契约，评分时按这些名字拷贝参考权重）：
 #
@@ -164,9 +165,7 @@ for V_demo in (1000, 37000):
 #   以及 `d_model`、`pad_id`；
 # - 建议：对所有维数大于 1 的参数做 `nn.init.xavier_uniform_`（第 2 节；第 07 章的训练需要它）；
 # - `encode`、`decode`、`forward` 如上表；嵌入乘 `math.sqrt(self.d_model)` 后再交给 `pos_enc`（它负责加位置编码和 dropout）；
-# - `greedy_decode(src, bos_id, eos_id, max_new_tokens)`：先 `encode` 一次；序列从 `<bos>` 开始，每步对**最后一个位置**的 logits 取 argmax
-#   接到末尾；一行输出过 `<eos>` 之后，这一行再接的都是 `pad_id`；**所有行**都输出过 `<eos>` 就立即停止，最多生成 `max_new_tokens` 个 token。
-#   它已经带了 `@torch.no_grad()`；调用前先 `model.eval()`（关掉 dropout）。
+# - 方法 `greedy_decode` 已经写好：它只调用第 6 节的练习——函数 `greedy_decode(model, ...)`。这个练习的评分不看它。
 
 # %% exercise="Transformer"
 
@@ -183,7 +182,8 @@ assert len(_m.encoder_layers) == 2 and all(isinstance(_l, EncoderLayer) for _l i
     "encoder_layers 应有 num_layers 个 EncoderLayer / encoder_layers must hold num_layers EncoderLayers"
 assert len(_m.decoder_layers) == 2 and all(isinstance(_l, DecoderLayer) for _l in _m.decoder_layers), \
     "decoder_layers 应有 num_layers 个 DecoderLayer / decoder_layers must hold num_layers DecoderLayers"
-assert (_m.out_proj.in_features, _m.out_proj.out_features) == (16, 13), "out_proj 应为 nn.Linear(d_model, tgt_vocab) / out_proj must be nn.Linear(d_model, tgt_vocab)"
+assert (_m.out_proj.in_features, _m.out_proj.out_features) == (16, 13), \
+    "out_proj 应为 nn.Linear(d_model, tgt_vocab) / out_proj must be nn.Linear(d_model, tgt_vocab)"
 _enc_p = (4 * 16 * 16 + 4 * 16) + (2 * 16 * 32 + 32 + 16) + 2 * (2 * 16)         # one encoder layer
 _dec_p = 2 * (4 * 16 * 16 + 4 * 16) + (2 * 16 * 32 + 32 + 16) + 3 * (2 * 16)     # one decoder layer
 _expected = 11 * 16 + 13 * 16 + 2 * _enc_p + 2 * _dec_p + (16 * 13 + 13)
@@ -305,34 +305,55 @@ except NotImplementedError:
 # **推理（自回归，autoregressive）**：下一个 token 要等上一个 token 生成出来才知道，只能一步一步来：
 # 编码器只跑一次，解码器每步跑一次。模型在训练时看到的前缀都是**正确答案**，推理时看到的是**自己生成的**，
 # 前面错一步后面可能一路错下去——这叫暴露偏差（exposure bias）。
+
+# %% [markdown]
+# ## 6. 练习：`greedy_decode`（3 分）
 #
 # **贪心解码**每步取概率最大的 token。它的批量版本要处理一个细节：各行在不同的步输出 `<eos>`。正确做法是记录每行是否已结束，
 # 已结束的行之后一律补 `<pad>`，**所有行**都结束时立即停止。常见的错误写法是 `if (next_token == eos_id).all(): break`——
 # 只有所有行**在同一步**恰好输出 `<eos>` 才会提前停，否则（几乎总是）跑满 `max_new_tokens` 步，而且结束的行还在继续写 token。
 #
-# 下面用一个“剧本”代替输出层来看清这一点：`ScriptedHead` 在第 $s$ 步让第 $b$ 行的最大 logit 落在 `script[b][s]` 上，
-# 这样不用训练就能决定每行在哪一步输出 `<eos>`。
+# 要求（一个函数，模型作为第一个参数；`Transformer.greedy_decode` 方法调用的就是它）：
+#
+# - `greedy_decode(model, src, bos_id, eos_id, max_new_tokens)`：先 `model.encode(src)` 一次，源填充掩码用 `model.pad_id`；
+# - 序列从 `<bos>` 开始，每步用 `model.decode` 和 `model.out_proj` 算出**最后一个位置**的 logits，取 argmax 接到末尾；
+# - 一行输出过 `<eos>` 之后，这一行再接的都是 `model.pad_id`；**所有行**都输出过 `<eos>` 就立即停止，最多生成 `max_new_tokens` 个 token；
+# - 返回 LongTensor，形状 `(B, ≤ 1 + max_new_tokens)`。函数已经带了 `@torch.no_grad()`；它不改模型的模式，调用前先 `model.eval()`（关掉 dropout）。
+
+# %% exercise="greedy_decode"
+
+# %% [markdown]
+# 下面用一个“剧本”代替整个模型来看看批量的细节：`ScriptedModel` 有契约里的 `encode`、`decode`、`forward`、`out_proj` 和 `pad_id`，
+# 第 $b$ 行在位置 $t$ 上预测的下一个 token 就是 `script[b][t]`——不用训练就能决定每行在哪一步输出 `<eos>`。
+# 它不用你的 `Transformer`，所以这个练习可以单独完成、单独评分。
 
 # %%
-class ScriptedHead(nn.Module):
-    """Stands in for ``out_proj``: at its s-th call, row b gets its largest logit on ``script[b][s]``.
+class ScriptedModel(nn.Module):
+    """Stands in for a trained Transformer: at position t of row b the largest logit is on ``script[b][t]``.
 
-    Works whether it is called on the last position ``(B, d_model)`` or on every position
-    ``(B, T, d_model)``, as long as greedy decoding calls ``out_proj`` once per step.
+    ``decode`` hands each position its (row, position) as a (B, T, 2) "hidden state"; ``out_proj`` looks
+    the token up and returns one-hot logits, on the last position ``(B, 2)`` or on every one ``(B, T, 2)``.
     """
 
-    def __init__(self, script, vocab):
+    def __init__(self, script, vocab, pad_id=PAD_ID):
         super().__init__()
         self.script = torch.tensor(script)                                         # (B, steps)
-        self.vocab = vocab
-        self.calls = 0
+        self.vocab, self.pad_id = vocab, pad_id
 
-    def forward(self, hidden):
-        step = min(self.calls, self.script.size(1) - 1)
-        self.calls += 1
-        logits = F.one_hot(self.script[:, step], self.vocab).to(hidden.dtype)      # (B, V)
-        B, V = logits.shape
-        return logits.view(B, *([1] * (hidden.dim() - 2)), V).expand(*hidden.shape[:-1], V)  # (B, ..., V)
+    def encode(self, src):
+        return torch.zeros(*src.shape, 2)                                          # (B, T_s, 2): memory is not used
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        B, T = tgt_in.shape
+        rows, positions = torch.meshgrid(torch.arange(B), torch.arange(T), indexing="ij")  # (B, T) each
+        return torch.stack([rows, positions], dim=-1).float()                     # (B, T, 2)
+
+    def out_proj(self, hidden):
+        rows, positions = hidden[..., 0].long(), hidden[..., 1].long().clamp(max=self.script.size(1) - 1)
+        return F.one_hot(self.script[rows, positions], self.vocab).float()        # (..., vocab)
+
+    def forward(self, src, tgt_in):
+        return self.out_proj(self.decode(tgt_in, self.encode(src)))               # (B, T_t, vocab)
 
 
 SCRIPT = [[5, EOS_ID, 7, 7, 7, 7],      # row 0 ends at step 1
@@ -354,13 +375,10 @@ def naive_batched_greedy(model, src, bos_id, eos_id, max_new_tokens):
 
 
 src_script = torch.tensor([[5, 6, 7, 0], [5, 6, 7, 8], [9, 9, 0, 0]])             # (B=3, T_s)
+model_s = ScriptedModel(SCRIPT, vocab=12)
+print("naive loop:\n", naive_batched_greedy(model_s, src_script, BOS_ID, EOS_ID, max_new_tokens=6))
 try:
-    torch.manual_seed(16)
-    model_s = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0).eval()
-    model_s.out_proj = ScriptedHead(SCRIPT, vocab=12)
-    print("naive loop:\n", naive_batched_greedy(model_s, src_script, BOS_ID, EOS_ID, max_new_tokens=6))
-    model_s.out_proj = ScriptedHead(SCRIPT, vocab=12)
-    print("your greedy_decode:\n", model_s.greedy_decode(src_script, BOS_ID, EOS_ID, max_new_tokens=6))
+    print("your greedy_decode:\n", greedy_decode(model_s, src_script, BOS_ID, EOS_ID, max_new_tokens=6))
 except NotImplementedError:
     print(FINISH_FIRST)
 
@@ -368,26 +386,98 @@ except NotImplementedError:
 # 朴素的循环跑满了 6 步，结束的行后面还接着 `7`、`8`；正确的版本在第 3 步后停止（3 行都已输出 `<eos>`），
 # 结束的行补 `<pad> = 0`：`[[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]]`。下面的评分单元格检查的正是这个行为。
 
-# %% grade_id="greedy_decode_stops_at_eos" points=3 check="greedy_decode:Transformer"
-# Visible tests with the scripted head: start with BOS, pad finished rows, stop once every row has emitted EOS.
-torch.manual_seed(17)
-_m = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0).eval()
+# %% grade_id="greedy_decode_stops_at_eos" points=3 check="greedy_decode:greedy_decode"
+# Visible tests with the scripted model: start with BOS, pad finished rows, stop once every row has emitted EOS.
 _src = torch.tensor([[5, 6, 7, 0], [5, 6, 7, 8], [9, 9, 0, 0]])
-_m.out_proj = ScriptedHead(SCRIPT, vocab=12)
-_out = _m.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=6)
+_out = greedy_decode(ScriptedModel(SCRIPT, vocab=12), _src, BOS_ID, EOS_ID, max_new_tokens=6)
 assert isinstance(_out, torch.Tensor) and _out.dtype == torch.long, "应返回 LongTensor / must return a LongTensor"
 assert torch.all(_out[:, 0] == BOS_ID), "每行应以 <bos> 开头 / every row must start with <bos>"
 assert _out.shape == (3, 4), \
     f"3 行都输出 <eos> 后应立即停止：形状 (3, 4)，得到 {tuple(_out.shape)} / must stop once every row has emitted <eos>: shape (3, 4)"
 assert torch.equal(_out, torch.tensor([[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]])), \
     f"输出 <eos> 之后的位置应为 pad_id / positions after <eos> must be pad_id; got {_out.tolist()}"
-_m.out_proj = ScriptedHead([[5] * 8, [6] * 8, [7] * 8], vocab=12)                 # never emits <eos>
-_out = _m.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=4)
+_never = ScriptedModel([[5, 6, 7, 8, 9], [6, 7, 8, 9, 5], [7, 8, 9, 5, 6]], vocab=12)  # never emits <eos>
+_out = greedy_decode(_never, _src, BOS_ID, EOS_ID, max_new_tokens=4)
 assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个词元：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
-assert torch.equal(_out[:, 1:], torch.tensor([[5] * 4, [6] * 4, [7] * 4])), "每步应取最后一个位置 logits 的 argmax / take the arg-max of the last position's logits"
+assert torch.equal(_out[:, 1:], _never.script[:, :4]), \
+    f"每步应取最后一个位置 logits 的 argmax / take the arg-max of the last position's logits; got {_out.tolist()}"
 
 # %% [markdown]
-# ## 6. 参数量：公式、实例与原论文 base 模型
+# ## 7. 选做：KV 缓存（不计分）
+#
+# **推理**时每一步只新增 1 个查询。如果每步都把整个前缀重新过一遍解码器（第 6 节的 `greedy_decode` 就是这样），
+# 第 $t$ 步要重算 $t$ 个位置（一层的乘加公式见第 9 节）：投影和 FFN $O(t\,d^2)$，注意力 $O(t^2 d)$；生成 $T$ 个 token 合计 $O(T^2 d^2)$ 的投影和 FFN、
+# $O(T^3 d)$ 的注意力乘加。
+# 对比训练：$n = 2048$ 时训练每个头要算一个 4.2M 元素的注意力矩阵，而推理时新的一步本质上只需要新查询与 2048 个键的点积。
+# 前缀里每个位置的 K、V 在之后的步骤里**不会变**（因果掩码保证了前面的位置看不到后面的 token），重算纯属浪费——这就是 KV 缓存的出发点。
+#
+# **思路**：每个解码器层为自注意力维护一份缓存 `(K, V)`，形状 `(B, H, t, d_k)`。第 $t$ 步只把**最新的一个 token** 送进解码器：
+#
+# 1. 嵌入最新的 token，加上**第 $t$ 个位置**的位置编码（不是第 0 个！），得到 `(B, 1, d_model)`；
+# 2. 每层自注意力：只算这个 token 的 q、k、v，把 k、v 拼到缓存末尾，q 与缓存里全部 $t + 1$ 个键做注意力。
+#    新 token 本来就只看过去和自己，所以**不需要因果掩码**；但缓存里可能有已结束行补的 `<pad>`，键的填充掩码仍要；
+# 3. 交叉注意力的 K、V 来自 memory，整个解码过程不变：在开始时每层算一次，之后反复使用；
+# 4. 残差、LayerNorm、FFN 都是逐位置的，只算这一个位置即可。
+#
+# 代价是显存：每层每个 token 缓存 K、V 各 $d_{\text{model}}$ 个数。base 模型（6 层解码器、$d = 512$、FP16）每个 token
+# $6 \times 2 \times 512 \times 2$ 字节 = 12 KiB，生成 2048 个 token 时每个样本 24 MiB；交叉注意力的缓存另算，大小与源序列长度成正比。
+# 大模型推理时 KV 缓存常常比模型权重还占显存，这催生了多查询注意力（MQA）、分组查询注意力（GQA）、分页缓存（PagedAttention）等技术。
+#
+# 写一个与 `greedy_decode` **输出的 token 逐个相同**的 `greedy_decode_cached(model, src, bos_id, eos_id, max_new_tokens)`。
+# 它直接使用模型的子模块（`layer.self_attn.W_q` 等），所以要自己分头、合头。
+
+# %% exercise="greedy_decode_cached"
+
+# %% [markdown]
+# 自查（不计分）：在几个随机初始化的模型上，与参考的贪心解码逐个 token 比较，其中有各行在不同步结束的例子。
+# 出错时会指出常见的错误，例如新词元加了第 0 个位置的位置编码、结束的行没有补 `<pad>`、交叉注意力忘了源填充掩码。
+
+# %% check="greedy_decode_cached:greedy_decode_cached"
+
+# %% [markdown]
+# 在同一个**未训练**的模型上比较两种解码（输出的 token 逐个相同，才谈得上比速度）。为了让每次调用都生成同样多的 token，
+# 这里把 `eos_id` 设成一个模型不可能输出的 id（`-1`），两种解码都会跑满 `max_new_tokens` 步。计时的数字每台机器都不同。
+
+# %%
+try:
+    torch.manual_seed(18)
+    model_t = Transformer(16, 16, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0).eval()
+    src_t = torch.randint(3, 16, (4, 12), generator=torch.Generator().manual_seed(18))   # (B, T_s)
+    NO_EOS = -1                                                                          # never emitted
+    greedy_decode(model_t, src_t, BOS_ID, NO_EOS, 4)                                     # warm-up
+    greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, 4)
+    lengths, plain_s, cached_s = [8, 16, 32, 64], [], []
+    for n in lengths:
+        best_plain = best_cached = float("inf")
+        for _ in range(2):                                                               # best of 2 runs
+            start = time.perf_counter()
+            plain = greedy_decode(model_t, src_t, BOS_ID, NO_EOS, n)
+            middle = time.perf_counter()
+            cached = greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, n)
+            best_plain = min(best_plain, middle - start)
+            best_cached = min(best_cached, time.perf_counter() - middle)
+        assert torch.equal(plain, cached), f"{n} 个新 token 时两种解码的输出不同 / outputs differ at {n} new tokens"
+        plain_s.append(best_plain)
+        cached_s.append(best_cached)
+        print(f"{n} new tokens: plain {1e3 * plain_s[-1]:.1f} ms, cached {1e3 * cached_s[-1]:.1f} ms")
+    print("identical tokens at every length: True")
+    print(f"speed-up at {lengths[-1]} new tokens: {plain_s[-1] / cached_s[-1]:.1f}x")
+    plot_decode_timing(lengths, plain_s, cached_s,
+                       title="Greedy decoding on one untrained model (d_model=128, N=2, B=4): plain vs KV cache")
+    plt.show()
+except NotImplementedError:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# 生成的 token 越多，加速越明显：不带缓存时第 $t$ 步要算 $O(t\,d^2 + t^2 d)$（重算整个前缀的投影、FFN 和注意力），
+# 带缓存时只算 $O(d^2 + t\,d)$（一个位置的投影、FFN，加上与 $t$ 个缓存键的点积）——每步从随 $t$ 增长变成基本是常数。
+# 短序列时加速有限，因为每步固定的开销（Python 循环、小矩阵乘）占了大头。在 GPU 上、大模型里，KV 缓存是所有生成式推理的标配。
+#
+# 另一个常见的选做是**束搜索（beam search）**：每步保留得分最高的 $k$ 个前缀而不是 1 个，按对数概率之和（常配长度惩罚）排序。
+# 翻译任务里它比贪心解码好一些（原论文用 beam size 4、长度惩罚 $\alpha = 0.6$）；开放式生成里更常用采样（temperature、top-k、top-p）。
+
+# %% [markdown]
+# ## 8. 参数量：公式、实例与原论文 base 模型
 #
 # 记 $d = d_{\text{model}}$，沿用第 05 章的单层公式：
 #
@@ -476,7 +566,7 @@ plt.show()
 # FFN 是参数大户（两组合计 25.2M，占 40%），其次是词嵌入（30%）。词表越大，嵌入占比越高——这也是大词表模型普遍做权重共享的原因之一。
 
 # %% [markdown]
-# ## 7. 复杂度与显存
+# ## 9. 复杂度与显存
 #
 # 一层的乘加次数（multiply-add，1 次乘加 = 2 FLOPs）——Q、K、V、O 投影 $4nd^2$，$QK^{\top}$ 与 $AV$ 合计 $2n^2 d$，
 # FFN $2nd\,d_{\text{ff}} = 8nd^2$，一层约 $12nd^2 + 2n^2 d$——以及 $n^2$ 项什么时候占主导（注意力子层内 $n > 2d$，
@@ -511,89 +601,24 @@ print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f}
 #
 # | 方法 | 做法 | 计算量 | 注意力部分的显存 | 精确？ |
 # | --- | --- | --- | --- | --- |
-# | FlashAttention | 分块（tiling）在片上 SRAM 里算 softmax（online softmax），不把 $n \times n$ 矩阵写回显存，反向时重算；IO-aware | $O(n^2 d)$，前向 FLOPs 不变（反向重算略增） | $O(n)$ | 精确 |
+# | FlashAttention | 分块（tiling）在片上 SRAM 里算 online softmax，不把 $n \times n$ 矩阵写回显存；IO-aware | $O(n^2 d)$（反向重算略增） | $O(n)$ | 精确 |
 # | 局部 / 滑动窗口注意力（windowed） | 每个查询只看附近 $w$ 个键；远处的信息靠多层逐层传递 | $O(n w d)$ | $O(n w)$ | 近似 |
-# | 稀疏注意力（局部 + 全局，Longformer、BigBird） | 窗口之外再留少数全局 token（如 `[CLS]`），它们看全部、也被全部看 | $O(n (w + g) d)$ | $O(n (w + g))$ | 近似 |
+# | 稀疏注意力（Longformer、BigBird） | 窗口之外再留少数全局 token（如 `[CLS]`），它们看全部、也被全部看 | $O(n (w + g) d)$ | $O(n (w + g))$ | 近似 |
 # | 检索（retrieval） | 先为每个查询检索 $k$ 个相关片段 / 键，只对它们做注意力 | $O(n k d)$ | $O(n k)$ | 近似 |
-# | 线性注意力（Linformer、Performer） | 把 K、V 沿序列投影到固定的 $k$ 维（Linformer）；用随机特征近似 softmax 核，先算 $K^{\top} V$（Performer） | $O(n)$ | $O(n)$ | 近似 |
+# | 线性注意力（Linformer、Performer） | K、V 沿序列投影到 $k$ 维（Linformer）；随机特征近似 softmax 核，先算 $K^{\top} V$ | $O(n)$ | $O(n)$ | 近似 |
 # | Reformer | 局部敏感哈希（LSH）把相近的 q、k 分到同一个桶，只在桶内做注意力 | $O(n \log n)$ | $O(n \log n)$ | 近似 |
 # | 梯度检查点（gradient checkpointing） | 前向不存中间激活，反向时重算 | 约多一次前向 | 激活显存大降 | 精确 |
 #
-# 例如 $n = 16384,\ w = 512$：窗口注意力的矩阵有 $n w \approx 8.4$M 个元素，全量是 $n^2 \approx 268$M，小 $n / w = 32$ 倍（约一个半数量级；常说的“小两个数量级”说多了）。
+# 例如 $n = 16384,\ w = 512$：窗口注意力的矩阵有 $n w \approx 8.4$M 个元素，全量是 $n^2 \approx 268$M，小 $n / w = 32$ 倍
+# （约一个半数量级；常说的“小两个数量级”说多了）。
 # 注意 Reformer 是 $O(n \log n)$ 而不是 $O(n)$（常见误区是把 Linformer、Performer、Reformer 统称为 $O(T)$ 变体）。
 # FlashAttention 是今天训练和推理的默认做法：结果与全量注意力一致，只是不再物化 $n \times n$ 矩阵，论文报告提速约 2–4 倍。
 # 一个不花钱的优化：每个批次只补齐到**批内最长**的序列，而不是一律补到 2048——有效内容只有几百个 token 时，$n^2$ 的浪费是几十倍。
 #
-# **推理**时情况不同：每一步只新增 1 个查询。如果每步都把整个前缀重新过一遍解码器（第 4 节的 `greedy_decode` 就是这样），
-# 第 $t$ 步要重算 $t$ 个位置：投影和 FFN $O(t\,d^2)$，注意力 $O(t^2 d)$；生成 $T$ 个 token 合计 $O(T^2 d^2)$ 的投影和 FFN、
-# $O(T^3 d)$ 的注意力乘加。
-# 对比训练：$n = 2048$ 时训练每个头要算一个 4.2M 元素的注意力矩阵，而推理时新的一步本质上只需要新查询与 2048 个键的点积。
-# 前缀里每个位置的 K、V 在之后的步骤里**不会变**（因果掩码保证了前面的位置看不到后面的 token），重算纯属浪费——这就是 KV 缓存的出发点。
+# 推理时每一步只新增 1 个查询，这一步的代价和 KV 缓存怎么省掉重算，见第 7 节。
 
 # %% [markdown]
-# ## 8. 选做：KV 缓存（不计分）
-#
-# **思路**：每个解码器层为自注意力维护一份缓存 `(K, V)`，形状 `(B, H, t, d_k)`。第 $t$ 步只把**最新的一个 token** 送进解码器：
-#
-# 1. 嵌入最新的 token，加上**第 $t$ 个位置**的位置编码（不是第 0 个！），得到 `(B, 1, d_model)`；
-# 2. 每层自注意力：只算这个 token 的 q、k、v，把 k、v 拼到缓存末尾，q 与缓存里全部 $t + 1$ 个键做注意力。
-#    新 token 本来就只看过去和自己，所以**不需要因果掩码**；但缓存里可能有已结束行补的 `<pad>`，键的填充掩码仍要；
-# 3. 交叉注意力的 K、V 来自 memory，整个解码过程不变：在开始时每层算一次，之后反复使用；
-# 4. 残差、LayerNorm、FFN 都是逐位置的，只算这一个位置即可。
-#
-# 代价是显存：每层每个 token 缓存 K、V 各 $d_{\text{model}}$ 个数。base 模型（6 层解码器、$d = 512$、FP16）每个 token
-# $6 \times 2 \times 512 \times 2$ 字节 = 12 KiB，生成 2048 个 token 时每个样本 24 MiB；交叉注意力的缓存另算，大小与源序列长度成正比。
-# 大模型推理时 KV 缓存常常比模型权重还占显存，这催生了多查询注意力（MQA）、分组查询注意力（GQA）、分页缓存（PagedAttention）等技术。
-#
-# 写一个与 `model.greedy_decode` **输出的 token 逐个相同**的 `greedy_decode_cached(model, src, bos_id, eos_id, max_new_tokens)`。
-# 它直接使用模型的子模块（`layer.self_attn.W_q` 等），所以要自己分头、合头。
-
-# %% exercise="greedy_decode_cached"
-
-# %% [markdown]
-# 在同一个**未训练**的模型上比较两种解码（输出的 token 逐个相同，才谈得上比速度）。为了让每次调用都生成同样多的 token，
-# 这里把 `eos_id` 设成一个模型不可能输出的 id（`-1`），两种解码都会跑满 `max_new_tokens` 步。计时的数字每台机器都不同。
-
-# %%
-try:
-    torch.manual_seed(18)
-    model_t = Transformer(16, 16, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0).eval()
-    src_t = torch.randint(3, 16, (4, 12), generator=torch.Generator().manual_seed(18))   # (B, T_s)
-    NO_EOS = -1                                                                          # never emitted
-    model_t.greedy_decode(src_t, BOS_ID, NO_EOS, 4)                                      # warm-up
-    greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, 4)
-    lengths, plain_s, cached_s = [8, 16, 32, 64], [], []
-    for n in lengths:
-        best_plain = best_cached = float("inf")
-        for _ in range(2):                                                               # best of 2 runs
-            start = time.perf_counter()
-            plain = model_t.greedy_decode(src_t, BOS_ID, NO_EOS, n)
-            middle = time.perf_counter()
-            cached = greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, n)
-            best_plain = min(best_plain, middle - start)
-            best_cached = min(best_cached, time.perf_counter() - middle)
-        assert torch.equal(plain, cached), f"{n} 个新 token 时两种解码的输出不同 / outputs differ at {n} new tokens"
-        plain_s.append(best_plain)
-        cached_s.append(best_cached)
-        print(f"{n} new tokens: plain {1e3 * plain_s[-1]:.1f} ms, cached {1e3 * cached_s[-1]:.1f} ms")
-    print("identical tokens at every length: True")
-    print(f"speed-up at {lengths[-1]} new tokens: {plain_s[-1] / cached_s[-1]:.1f}x")
-    plot_decode_timing(lengths, plain_s, cached_s,
-                       title="Greedy decoding on one untrained model (d_model=128, N=2, B=4): plain vs KV cache")
-    plt.show()
-except NotImplementedError:
-    print(FINISH_FIRST)
-
-# %% [markdown]
-# 生成的 token 越多，加速越明显：不带缓存时第 $t$ 步要算 $O(t\,d^2 + t^2 d)$（重算整个前缀的投影、FFN 和注意力），
-# 带缓存时只算 $O(d^2 + t\,d)$（一个位置的投影、FFN，加上与 $t$ 个缓存键的点积）——每步从随 $t$ 增长变成基本是常数。
-# 短序列时加速有限，因为每步固定的开销（Python 循环、小矩阵乘）占了大头。在 GPU 上、大模型里，KV 缓存是所有生成式推理的标配。
-#
-# 另一个常见的选做是**束搜索（beam search）**：每步保留得分最高的 $k$ 个前缀而不是 1 个，按对数概率之和（常配长度惩罚）排序。
-# 翻译任务里它比贪心解码好一些（原论文用 beam size 4、长度惩罚 $\alpha = 0.6$）；开放式生成里更常用采样（temperature、top-k、top-p）。
-
-# %% [markdown]
-# ## 9. 三种架构：编码器-解码器、仅编码器、仅解码器
+# ## 10. 三种架构：编码器-解码器、仅编码器、仅解码器
 #
 # | 架构 | 注意力 | 代表模型 | 典型任务 |
 # | --- | --- | --- | --- |
@@ -642,15 +667,15 @@ plt.show()
 #    它对两种注意力都成立，不能直接拿来证明“双向不如单向”。）
 
 # %% [markdown]
-# **选做阅读：子词分词。** 第 6 节的“共享 BPE 词表，约 37000 个 token”是怎么来的？BPE、WordPiece、SentencePiece（Unigram）
+# **选做阅读：子词分词。** 第 8 节的“共享 BPE 词表，约 37000 个 token”是怎么来的？BPE、WordPiece、SentencePiece（Unigram）
 # 和字节级 BPE，连同一个三十来行的纯 Python BPE 和相关面试题，都在附录 10_tokenizers（`10_tokenizers.ipynb`，不计分）里。
 
 # %% [markdown]
-# ## 10. 易错点清单
+# ## 11. 易错点清单
 #
 # | 错误 | 现象 |
 # | --- | --- |
-# | 忘了乘 $\sqrt{d_{\text{model}}}$；用 $\mathcal{N}(0, 1)$ 嵌入又乘了它；大词表（$V = 37000$）用 Xavier 初始化嵌入再乘它 | 位置信号或词的信号被淹没，训练慢、学不会顺序 |
+# | 忘了乘 $\sqrt{d_{\text{model}}}$；$\mathcal{N}(0, 1)$ 嵌入又乘了它；大词表（$V = 37000$）Xavier 初始化再乘它 | 位置或词的信号被淹没，训练慢、学不会顺序 |
 # | 掩码交给调用者传、默认 `None` | 忘传时 `<pad>` 参与注意力，不报错 |
 # | `pad_id` 写死为 0 | 换词表后掩码全错 |
 # | 交叉注意力用了目标的掩码，或每层解码器配对应层编码器的输出 | 形状错或语义错：交叉注意力用源填充掩码和**最后一层**编码器输出 |
@@ -658,13 +683,13 @@ plt.show()
 # | 贪心解码取 `logits[:, 0]` 而不是 `logits[:, -1]` | 每步都重复预测第一个 token |
 # | `if (next == eos).all(): break` | 只有所有行恰好在同一步输出 `<eos>` 才提前停，（几乎）总是跑满 `max_new_tokens`；结束的行继续写 token |
 # | 推理前没有 `model.eval()` | dropout 仍然生效，同一输入每次结果不同 |
-# | 在 `greedy_decode` 里偷偷调 `self.eval()` | 训练中途评估一次后，模型一直停在 eval 模式，dropout 悄悄关掉了 |
+# | 在 `greedy_decode` 里偷偷调 `model.eval()` | 训练中途评估一次后，模型一直停在 eval 模式，dropout 悄悄关掉了 |
 # | `max_len` 小于 `1 + max_new_tokens` 或源序列长度 | 位置编码越界（`PositionalEncoding` 报错） |
 # | KV 缓存时新 token 用了第 0 个位置的位置编码 | 结果与不带缓存的解码不同 |
 # | KV 缓存时对单个新 token 还加因果掩码 `(t, t)` | 形状对不上 `(1, t)`：新 token 本来就只看过去 |
 
 # %% [markdown]
-# ## 11. 面试要点（Q&A）
+# ## 12. 面试要点（Q&A）
 #
 # **Q1：用 30 秒讲一下 Transformer 的结构。**
 # 编码器-解码器。编码器 $N$ 层，每层多头自注意力 + FFN；解码器 $N$ 层，每层带因果掩码的自注意力、对编码器输出的交叉注意力、FFN；

@@ -25,14 +25,12 @@ class Transformer(nn.Module):
       decoder self-attention mask is ``make_pad_mask(tgt_in, pad_id) & make_subsequent_mask(T_t)``,
       the cross-attention mask is ``src_mask``. Both sides use ``self.pad_id``, never a hard-coded 0.
     - ``forward(src, tgt_in) -> logits (B, T_t, tgt_vocab)`` (no softmax).
-    - ``greedy_decode(src, bos_id, eos_id, max_new_tokens) -> LongTensor (B, <= 1 + max_new_tokens)``:
-      starts with ``bos_id``, appends the arg-max token each step, writes ``pad_id`` after a row
-      has emitted ``eos_id``, stops as soon as every row has. Call ``model.eval()`` first.
+    - ``greedy_decode(src, bos_id, eos_id, max_new_tokens)``: returns
+      ``greedy_decode(self, src, bos_id, eos_id, max_new_tokens)``, the function of the next exercise.
 
     中文：编码器-解码器 Transformer（Post-LN，正弦位置编码，批次在前）。属性名见上；嵌入乘 ``sqrt(d_model)``
     再加位置编码；掩码在模型内部由 ``self.pad_id`` 构造（源：填充掩码；目标：填充 & 因果）；``forward`` 返回 logits
-    （不做 softmax）；``greedy_decode`` 从 ``bos_id`` 开始逐步取 arg-max，输出过 ``eos_id`` 的行之后补 ``pad_id``，
-    所有行都输出过 ``eos_id`` 就停止。
+    （不做 softmax）；方法 ``greedy_decode`` 直接调用下一个练习的函数 ``greedy_decode(self, ...)``。
     """
 
     def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
@@ -92,33 +90,55 @@ class Transformer(nn.Module):
         return self.out_proj(self.decode(tgt_in, memory, src_mask))  # (B, T_t, tgt_vocab)
         ### END SOLUTION
 
-    @torch.no_grad()
     def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
-        ### BEGIN SOLUTION
-        B = src.size(0)
-        src_mask = make_pad_mask(src, self.pad_id)  # (B, 1, 1, T_s)
-        memory = self.encode(src)  # (B, T_s, d_model)
-        ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
-        finished = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,)
-        for _ in range(max_new_tokens):
-            hidden = self.decode(ys, memory, src_mask)  # (B, T, d_model)
-            next_token = self.out_proj(hidden[:, -1]).argmax(dim=-1)  # (B, d_model) -> (B, tgt_vocab) -> (B,)
-            next_token = next_token.masked_fill(finished, self.pad_id)  # finished rows get padding
-            ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)  # (B, T + 1)
-            finished |= next_token == eos_id
-            if finished.all():
-                break
-        return ys
-        ### END SOLUTION
+        return greedy_decode(self, src, bos_id, eos_id, max_new_tokens)  # the function below: its own exercise
+
+
+@torch.no_grad()
+def greedy_decode(model, src, bos_id, eos_id, max_new_tokens):
+    """Greedy decoding with a contract ``Transformer``; ``Transformer.greedy_decode`` calls it.
+
+    ``greedy_decode(model, src (B, T_s), bos_id, eos_id, max_new_tokens)
+    -> LongTensor (B, <= 1 + max_new_tokens)``:
+
+    - ``model.encode`` the source once (``src_mask = make_pad_mask(src, model.pad_id)``);
+    - every row starts with ``bos_id``; each step runs ``model.decode`` on the tokens so far and
+      appends the arg-max of ``model.out_proj`` at the **last** position;
+    - once a row has emitted ``eos_id``, it gets ``model.pad_id`` from then on;
+    - stop as soon as every row has emitted ``eos_id``, after ``max_new_tokens`` steps at most.
+
+    It runs under ``@torch.no_grad()`` and never changes the model's mode: call ``model.eval()``
+    first (dropout off).
+
+    中文：贪心解码。先编码一次源序列；每行从 ``bos_id`` 开始，每步对**最后一个位置**的 logits 取 argmax 接到末尾；
+    一行输出过 ``eos_id`` 之后一律接 ``model.pad_id``；**所有行**都输出过 ``eos_id`` 就立即停止，最多生成
+    ``max_new_tokens`` 个 token。返回 LongTensor，形状 ``(B, ≤ 1 + max_new_tokens)``。调用前先 ``model.eval()``。
+    """
+    ### BEGIN SOLUTION
+    B = src.size(0)
+    src_mask = make_pad_mask(src, model.pad_id)  # (B, 1, 1, T_s)
+    memory = model.encode(src)  # (B, T_s, d_model)
+    ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    finished = torch.zeros(B, dtype=torch.bool, device=src.device)  # (B,)
+    for _ in range(max_new_tokens):
+        hidden = model.decode(ys, memory, src_mask)  # (B, T, d_model)
+        next_token = model.out_proj(hidden[:, -1]).argmax(dim=-1)  # (B, d_model) -> (B, tgt_vocab) -> (B,)
+        next_token = next_token.masked_fill(finished, model.pad_id)  # finished rows get padding
+        ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)  # (B, T + 1)
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    return ys
+    ### END SOLUTION
 
 
 @torch.no_grad()
 def greedy_decode_cached(model, src, bos_id, eos_id, max_new_tokens):
-    """Bonus: greedy decoding with a key/value cache; returns exactly ``model.greedy_decode``'s tokens.
+    """Bonus: greedy decoding with a key/value cache; returns exactly ``greedy_decode``'s tokens.
 
     ``greedy_decode_cached(model, src (B, T_s), bos_id, eos_id, max_new_tokens)
     -> LongTensor (B, <= 1 + max_new_tokens)``, same stopping and padding rules as
-    ``Transformer.greedy_decode``. ``model`` is a contract ``Transformer`` in eval mode (it uses
+    ``greedy_decode``. ``model`` is a contract ``Transformer`` in eval mode (it uses
     ``encode``, ``tgt_embed``, ``pos_enc.pe``, ``decoder_layers``, ``out_proj``, ``d_model``,
     ``pad_id`` and each attention's ``W_q, W_k, W_v, W_o, num_heads``).
 

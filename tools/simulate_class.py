@@ -151,7 +151,8 @@ MUTATIONS = {
     # the padding mask not passed on: the visible padding test fails as well as the hidden check
     "05_layers": Mutation("EncoderLayer", "src_mask_missing", [
         ("self.self_attn(x, x, src_mask)", "self.self_attn(x, x)")], visible=True),
-    # the embeddings not multiplied by sqrt(d_model): greedy decoding, which runs the model, fails too
+    # the embeddings not multiplied by sqrt(d_model): the forward check fails; greedy_decode, graded on its
+    # own (a scripted model, a provided Transformer), does not
     "06_transformer": Mutation("Transformer", "embed_not_scaled", [
         ("self.src_embed(src) * math.sqrt(self.d_model)", "self.src_embed(src)"),
         ("self.tgt_embed(tgt_in) * math.sqrt(self.d_model)", "self.tgt_embed(tgt_in)")]),

@@ -961,26 +961,47 @@ def check_Transformer(cls):
     return _run("Transformer", cls, cases, learner, reference, ref_for)
 
 
+# the reference source a provided Transformer needs, in teaching order (a notebook's provided cell)
+_TRANSFORMER_SOURCE = ("scaled_dot_product_attention", "MultiHeadAttention", "sinusoidal_positional_encoding",
+                       "PositionalEncoding", "FeedForward", "LayerNorm", "ResidualLayerNorm", "make_pad_mask",
+                       "make_subsequent_mask", "EncoderLayer", "DecoderLayer", "Transformer")
+
+
+def _provided_transformer(src_vocab, tgt_vocab, seed=0, **cfg):
+    """A reference Transformer, seeded and perturbed as ``_reference`` builds one, from the reference
+    source run outside ``solutions``: the model a learner's decoding function may call while the guard
+    watches. Its ``greedy_decode`` method finds no function to call, so it cannot stand in for the answer."""
+
+    cls = _provided(*_TRANSFORMER_SOURCE)["Transformer"]
+    torch.manual_seed(seed)
+    return _perturb(cls(src_vocab, tgt_vocab, **cfg).double(), seed + 1).eval()
+
+
+def _decode_call(fn, case):
+    """``fn(model, src, bos_id, eos_id, max_new_tokens)`` on a case, as the checks' output dict."""
+    return {"tokens": fn(case["model"], case["src"].clone(), case["bos_id"], case["eos_id"], case["max_new_tokens"])}
+
+
 _EOS_SHIFT = {}  # the EOS bias shift found for the greedy case, computed once per process
 
 
-def _greedy_case(ref):
+def _greedy_case(model):
     """A case where the reference decodes rows that finish at different steps, before the limit.
 
-    A random model rarely stops where a test needs it: the EOS logit bias of ``ref`` is shifted
+    A random model rarely stops where a test needs it: the EOS logit bias of ``model`` is shifted
     step by step until the reference output shows early stopping and padding (computed, never
     hard-coded; remembered for the process)."""
 
     src = torch.tensor([[5, 3, 8, 4, 9, 2, 0], [7, 6, 2, 0, 0, 0, 0], [4, 4, 5, 6, 7, 8, 2]])
     case = Case("B=3, max_new_tokens=8, 各行在不同步结束 / rows finish at different steps",
-                {"src": src}, {"bos_id": 1, "eos_id": 2, "max_new_tokens": 8})
-    base = ref.out_proj.bias.detach().clone()
+                {"src": src}, {"model": model, "bos_id": 1, "eos_id": 2, "max_new_tokens": 8})
+    base = model.out_proj.bias.detach().clone()
     shifts = [_EOS_SHIFT["shift"]] if "shift" in _EOS_SHIFT else sorted(torch.arange(-8.0, 8.0, 0.25).tolist(), key=abs)
     for shift in shifts:
         with torch.no_grad():
-            ref.out_proj.bias.copy_(base)
-            ref.out_proj.bias[2] += shift
-            ys = ref.greedy_decode(src, 1, 2, 8)
+            model.out_proj.bias.copy_(base)
+            model.out_proj.bias[2] += shift
+        ys = solutions.greedy_decode(model, src, 1, 2, 8)
         first_eos = [(row == 2).nonzero()[:1] for row in ys]
         if ys.size(1) < 9 and all(len(f) for f in first_eos) and len({int(f) for f in first_eos}) > 1:
             _EOS_SHIFT["shift"] = shift
@@ -988,14 +1009,48 @@ def _greedy_case(ref):
     raise RuntimeError("internal: no EOS bias gives early stopping")
 
 
+def _greedy_cases(model):
+    """The early-stopping case, and the same sources with the limit one step before the last row ends."""
+
+    stops = _greedy_case(model)
+    limit = solutions.greedy_decode(model, stops["src"], 1, 2, 8).size(1) - 2  # every row has ended after limit + 1
+    limited = Case(f"同样的源序列，max_new_tokens={limit}：最后一行结束之前到达上限 / "
+                   "the limit comes before the last row ends", {"src": stops["src"]},
+                   {**stops.extra, "max_new_tokens": limit})
+    return [stops, limited]
+
+
+# untrained models whose greedy tokens change with position and with the source padding (seeds picked so;
+# a model in the uniform-token regime would not tell a wrong position or mask from a right one):
+# (seed, (d_model, num_heads, d_ff, num_layers), batch size, max_new_tokens)
+_UNTRAINED = ((21, (8, 2, 16, 1), 2, 12), (24, (16, 4, 32, 2), 3, 10), (28, (12, 3, 24, 3), 2, 12))
+
+
+def _untrained_case(seed, cfg, B, n, vocab=11):
+    d_model, H, d_ff, N = cfg
+    model = _provided_transformer(vocab, vocab, seed, d_model=d_model, num_heads=H, d_ff=d_ff, num_layers=N,
+                                  dropout=0.1, max_len=32)
+    src = torch.randint(3, vocab, (B, 6), generator=torch.Generator().manual_seed(seed))  # (B, T_s)
+    src[-1, 3:] = model.pad_id
+    return Case(f"未训练的模型 / an untrained model: d_model={d_model} H={H} N={N}, B={B}, max_new_tokens={n}",
+                {"src": src}, {"model": model, "bos_id": 1, "eos_id": 2, "max_new_tokens": n})
+
+
 @register("greedy_decode")
-def check_greedy_decode(cls):
-    ref = _reference("Transformer", 11, 13, **TRANSFORMER_CFG)
-    cases = [_greedy_case(ref)]
-    decode = lambda m, case: m.greedy_decode(case["src"], case["bos_id"], case["eos_id"], case["max_new_tokens"])  # noqa: E731
-    learner = lambda c, case: {"tokens": decode(_build(c, (11, 13), TRANSFORMER_CFG, ref), case)}  # noqa: E731
-    reference = lambda case: _cached(case, lambda: {"tokens": decode(ref, case)})  # noqa: E731
-    return _run("greedy_decode", cls, cases, learner, reference, lambda case: ref)
+def check_greedy_decode(fn):
+    cases = _greedy_cases(_provided_transformer(11, 13, **TRANSFORMER_CFG)) + [_untrained_case(*_UNTRAINED[0])]
+    reference = lambda case: _cached(case, lambda: _decode_call(solutions.greedy_decode, case))  # noqa: E731
+    return _run("greedy_decode", fn, cases, _decode_call, reference, lambda case: case["model"])
+
+
+@register("greedy_decode_cached")
+def check_greedy_decode_cached(fn):
+    """Token for token the reference's plain greedy decoding: the early-stopping cases (rows that end at
+    different steps) and untrained models of three sizes that decode to the limit."""
+
+    cases = _greedy_cases(_provided_transformer(11, 13, **TRANSFORMER_CFG)) + [_untrained_case(*u) for u in _UNTRAINED]
+    reference = lambda case: _cached(case, lambda: _decode_call(solutions.greedy_decode, case))  # noqa: E731
+    return _run("greedy_decode_cached", fn, cases, _decode_call, reference, lambda case: case["model"])
 
 
 @register("LearnedPositionalEmbedding")

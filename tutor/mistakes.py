@@ -151,6 +151,13 @@ MISTAKES = {
                                 "rows that have emitted EOS must continue with pad_id, not with more generated tokens"),
     "greedy_no_bos": ("解码结果应以 bos_id 开头：形状 (B, ≤ 1 + max_new_tokens)",
                       "the decoded tokens must start with bos_id: shape (B, ≤ 1 + max_new_tokens)"),
+    "greedy_first_position": ("每步取了第一个位置的 logits：下一个词元由最后一个位置预测，取 logits[:, -1]",
+                              "each step takes the logits of the first position: the next token is predicted at "
+                              "the last position, take logits[:, -1]"),
+    "kv_cache_pe_position_zero": ("用 KV 缓存时每个新词元都加了第 0 个位置的位置编码："
+                                  "第 t 步送进解码器的词元在序列里的位置是 t，要加 pe[:, t]",
+                                  "with a KV cache every new token gets the positional encoding of position 0: the "
+                                  "token fed at step t sits at position t of the sequence and needs pe[:, t]"),
     "loss_includes_pad": ("损失把 PAD 位置也算进去了：用 ignore_index=pad_id，只在真实目标词元上求平均",
                           "the loss counts PAD positions: use ignore_index=pad_id and average over real target tokens only"),
     "loss_sum_not_mean": ("损失求和而不是求平均：应对非 PAD 位置取平均",
@@ -575,14 +582,30 @@ def transformer_variants(ref, case):
     return combine(TRANSFORMER_BUGS, lambda **kw: {"logits": transformer_forward(ref, case["src"], case["tgt_in"], **kw)})
 
 
-def greedy(ref, src, bos_id, eos_id, max_new_tokens, stop=True, pad_finished=True, keep_bos=True):
+def decoder_steps(ref, ys, memory, src_mask, positions_from_zero=False):
+    """The reference decoder on the tokens so far, as cached decoding computes it, with a switch for the
+    cache's known bug: every token gets position 0's encoding (a token's states depend only on the tokens
+    before it, so decoding the whole prefix again gives what a cache gives step by step)."""
+    T = ys.size(1)
+    pe = ref.pos_enc.pe[:, :1] if positions_from_zero else ref.pos_enc.pe[:, :T]  # (1, 1 or T, d_model)
+    y = ref.tgt_embed(ys) * math.sqrt(ref.d_model) + pe  # (B, T, d_model)
+    mask = (ys != ref.pad_id)[:, None, None, :] & torch.tril(torch.ones(T, T, dtype=torch.bool))  # (B, 1, T, T)
+    for layer in ref.decoder_layers:
+        y, _ = layer(y, memory, mask, src_mask)
+    return y
+
+
+def greedy(ref, src, bos_id, eos_id, max_new_tokens, stop=True, pad_finished=True, keep_bos=True,
+           memory_mask=True, positions_from_zero=False, position=-1):
     """Greedy decoding with the reference model and switches for the known bugs."""
     memory = ref.encode(src)
-    src_mask = (src != ref.pad_id)[:, None, None, :]
+    src_mask = (src != ref.pad_id)[:, None, None, :] if memory_mask else None  # (B, 1, 1, T_s)
     ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
     finished = torch.zeros(src.size(0), dtype=torch.bool)
     for _ in range(max_new_tokens):
-        nxt = ref.out_proj(ref.decode(ys, memory, src_mask)[:, -1]).argmax(-1)  # (B,)
+        hidden = (decoder_steps(ref, ys, memory, src_mask, True) if positions_from_zero
+                  else ref.decode(ys, memory, src_mask))  # (B, T, d_model)
+        nxt = ref.out_proj(hidden[:, position]).argmax(-1)  # (B,)
         if pad_finished:
             nxt = nxt.masked_fill(finished, ref.pad_id)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
@@ -598,7 +621,18 @@ def greedy_variants(ref, case):
     return [("greedy_no_eos_stop", lambda: run(stop=False)),
             ("greedy_no_eos_stop", lambda: run(stop=False, pad_finished=False)),
             ("greedy_no_pad_after_eos", lambda: run(pad_finished=False)),
-            ("greedy_no_bos", lambda: run(keep_bos=False))]
+            ("greedy_no_bos", lambda: run(keep_bos=False)),
+            ("greedy_first_position", lambda: run(position=0))]
+
+
+def greedy_cached_variants(ref, case):
+    args = (case["src"], case["bos_id"], case["eos_id"], case["max_new_tokens"])
+    run = lambda **kw: {"tokens": greedy(ref, *args, **kw)}  # noqa: E731
+    return [("kv_cache_pe_position_zero", lambda: run(positions_from_zero=True)),
+            ("greedy_no_pad_after_eos", lambda: run(pad_finished=False)),
+            ("greedy_no_eos_stop", lambda: run(stop=False)),
+            ("greedy_no_eos_stop", lambda: run(stop=False, pad_finished=False)),
+            ("memory_mask_missing", lambda: run(memory_mask=False))]
 
 
 # ---------------------------------------------------------------- copy task
@@ -645,6 +679,7 @@ VARIANTS = {
     "DecoderLayer": decoder_variants,
     "Transformer": transformer_variants,
     "greedy_decode": greedy_variants,
+    "greedy_decode_cached": greedy_cached_variants,
     "copy_loss": copy_loss_variants,
     "exact_match": exact_match_variants,
     "RMSNorm": rms_variants,

@@ -1001,6 +1001,66 @@ def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
 Transformer.greedy_decode = greedy_decode
 ''')
 
+idiom("greedy_while_new_full_where", "06_transformer", "greedy_decode",
+      "@torch.no_grad() on a while loop, src.new_full, torch.where for the finished rows, type hints", r'''
+@torch.no_grad()
+def greedy_decode(model: nn.Module, src: torch.Tensor, bos_id: int, eos_id: int,
+                  max_new_tokens: int) -> torch.Tensor:
+    memory, src_mask = model.encode(src), make_pad_mask(src, model.pad_id)
+    ys = src.new_full((src.size(0), 1), bos_id)                          # (B, 1)
+    done = torch.zeros_like(ys[:, 0], dtype=torch.bool)                  # (B,)
+    while ys.size(1) <= max_new_tokens and not done.all():
+        logits = model.out_proj(model.decode(ys, memory, src_mask)[:, -1])          # (B, tgt_vocab)
+        nxt = torch.where(done, torch.full_like(ys[:, 0], model.pad_id), logits.argmax(-1))
+        ys = torch.cat((ys, nxt[:, None]), dim=1)
+        done = done | (nxt == eos_id)
+    return ys
+''')
+
+idiom("greedy_preallocated_early_return", "06_transformer", "greedy_decode",
+      "a preallocated (B, 1 + max_new_tokens) buffer filled with pad_id, column assignment, masked_fill, "
+      "an early return of a slice", r'''
+@torch.no_grad()
+def greedy_decode(model, src, bos_id, eos_id, max_new_tokens):
+    B = src.shape[0]
+    src_mask = make_pad_mask(src, model.pad_id)
+    memory = model.encode(src)
+    out = torch.full((B, 1 + max_new_tokens), model.pad_id, dtype=torch.long, device=src.device)
+    out[:, 0] = bos_id
+    finished = torch.zeros(B, dtype=torch.bool, device=src.device)
+    for t in range(max_new_tokens):
+        hidden = model.decode(out[:, : t + 1], memory, src_mask)           # (B, t + 1, d_model)
+        out[:, t + 1] = model.out_proj(hidden[:, -1]).argmax(dim=-1).masked_fill(finished, model.pad_id)
+        finished |= out[:, t + 1] == eos_id
+        if finished.all():
+            return out[:, : t + 2]
+    return out
+''')
+
+idiom("greedy_columns_list_inference_mode", "06_transformer", "greedy_decode",
+      "a `with torch.inference_mode()` block, token columns collected in a list and stacked, itertools.repeat, "
+      "boolean-index assignment, logical_and/logical_not bookkeeping, out_proj over every position", r'''
+import itertools
+
+
+def greedy_decode(model, src, bos_id, eos_id, max_new_tokens):
+    with torch.inference_mode():
+        src_mask = make_pad_mask(src, pad_id=model.pad_id)
+        memory = model.encode(src)
+        columns = [torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)]
+        alive = torch.ones(src.shape[0], dtype=torch.bool, device=src.device)
+        for _ in itertools.repeat(None, max_new_tokens):
+            ys = torch.stack(columns, dim=1)                                   # (B, t)
+            logits = model.out_proj(model.decode(ys, memory, src_mask))        # (B, t, tgt_vocab)
+            token = logits[:, -1].argmax(dim=-1)                               # (B,)
+            token[torch.logical_not(alive)] = model.pad_id
+            columns.append(token)
+            alive = torch.logical_and(alive, token != eos_id)
+            if not alive.any():
+                break
+        return torch.stack(columns, dim=1)
+''')
+
 # ---------------------------------------------------------------- 07 copy task
 
 idiom("copy_batch_rows_namedtuple", "07_copy_task", "make_copy_batch",

@@ -1,4 +1,4 @@
-"""Right alternatives for the layers, the Transformer and greedy decoding (earlier chapters provided)."""
+"""Right alternatives for the layers, the Transformer, greedy decoding and its KV cache (earlier chapters provided)."""
 import math
 
 import torch
@@ -63,8 +63,7 @@ class DecoderLayerSublayerList(nn.Module):
 
 
 class TransformerAlternative(nn.Module):
-    """Masks from ``triu`` (True = blocked, then inverted), a separate encoder/decoder loop in
-    ``forward``, and greedy decoding that projects every position and keeps ``torch.where``."""
+    """Masks from ``triu`` (True = blocked, then inverted), a ``_key_mask`` helper, ``** 0.5`` scaling."""
 
     def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
                  dropout=0.1, max_len=512, pad_id=0):
@@ -98,20 +97,67 @@ class TransformerAlternative(nn.Module):
     def forward(self, src, tgt_in):
         return self.out_proj(self.decode(tgt_in, self.encode(src), self._key_mask(src)))  # (B, T_t, tgt_vocab)
 
-    @torch.no_grad()
-    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
-        memory, src_mask = self.encode(src), self._key_mask(src)
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)  # (B, 1)
-        done = torch.zeros(src.size(0), dtype=torch.bool)  # (B,)
-        for _ in range(max_new_tokens):
-            logits = self.out_proj(self.decode(ys, memory, src_mask))  # (B, T, tgt_vocab): every position
-            token = torch.where(done, torch.full_like(done, self.pad_id, dtype=torch.long),
-                                logits[:, -1].argmax(-1))  # (B,)
-            ys = torch.cat([ys, token[:, None]], dim=1)  # (B, T + 1)
-            done = done | (token == eos_id)
-            if bool(done.all()):
-                break
-        return ys
+
+
+@torch.no_grad()
+def greedy_decode_where(model, src, bos_id, eos_id, max_new_tokens):
+    """Projects every position and keeps ``torch.where`` for the finished rows."""
+    memory, src_mask = model.encode(src), (src != model.pad_id)[:, None, None, :]  # (B, T_s, d), (B, 1, 1, T_s)
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)  # (B, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool)  # (B,)
+    for _ in range(max_new_tokens):
+        logits = model.out_proj(model.decode(ys, memory, src_mask))  # (B, T, tgt_vocab): every position
+        token = torch.where(done, torch.full_like(done, model.pad_id, dtype=torch.long), logits[:, -1].argmax(-1))
+        ys = torch.cat([ys, token[:, None]], dim=1)  # (B, T + 1)
+        done = done | (token == eos_id)
+        if bool(done.all()):
+            break
+    return ys
+
+
+@torch.no_grad()
+def greedy_decode_cached_einsum(model, src, bos_id, eos_id, max_new_tokens):
+    """KV cache as preallocated (L, B, H, max_new_tokens, d_k) tensors filled in place, attention written
+    with einsum and masked_fill, the positional table indexed at the step."""
+    B, d = src.size(0), model.d_model
+    src_keep = src != model.pad_id  # (B, T_s)
+    memory = model.encode(src)  # (B, T_s, d)
+    layers = list(model.decoder_layers)
+    H = layers[0].self_attn.num_heads
+    d_k = d // H
+
+    def split(x):
+        return x.view(B, -1, H, d_k).transpose(1, 2)  # (B, T, d) -> (B, H, T, d_k)
+
+    def attend(q, k, v, keep):
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(d_k)  # (B, H, 1, T_k)
+        weights = scores.masked_fill(~keep[:, None, None, :], float("-inf")).softmax(-1)
+        return torch.einsum("bhqk,bhkd->bhqd", weights, v).transpose(1, 2).reshape(B, 1, d)  # (B, 1, d)
+
+    mem_k = [split(layer.cross_attn.W_k(memory)) for layer in layers]  # each (B, H, T_s, d_k)
+    mem_v = [split(layer.cross_attn.W_v(memory)) for layer in layers]
+    cache_k = memory.new_zeros(len(layers), B, H, max_new_tokens, d_k)
+    cache_v = torch.zeros_like(cache_k)
+    out = torch.full((B, 1 + max_new_tokens), model.pad_id, dtype=torch.long)
+    out[:, 0] = bos_id
+    done = torch.zeros(B, dtype=torch.bool)
+    for t in range(max_new_tokens):
+        x = model.tgt_embed(out[:, t : t + 1]) * math.sqrt(d) + model.pos_enc.pe[:, t : t + 1]  # (B, 1, d)
+        keep = out[:, : t + 1] != model.pad_id  # (B, t + 1): a PAD an unfinished row emitted stays hidden
+        for i, layer in enumerate(layers):
+            cache_k[i, :, :, t : t + 1] = split(layer.self_attn.W_k(x))
+            cache_v[i, :, :, t : t + 1] = split(layer.self_attn.W_v(x))
+            a = attend(split(layer.self_attn.W_q(x)), cache_k[i, :, :, : t + 1], cache_v[i, :, :, : t + 1], keep)
+            x = layer.norm1(x, layer.self_attn.W_o(a))
+            a = attend(split(layer.cross_attn.W_q(x)), mem_k[i], mem_v[i], src_keep)
+            x = layer.norm2(x, layer.cross_attn.W_o(a))
+            x = layer.norm3(x, layer.ffn(x))
+        token = model.out_proj(x[:, 0]).argmax(-1).masked_fill(done, model.pad_id)  # (B,)
+        out[:, t + 1] = token
+        done |= token == eos_id
+        if done.all():
+            return out[:, : t + 2]
+    return out
 
 
 class RMSNormRsqrt(nn.Module):
@@ -129,6 +175,7 @@ CASES = [
     ("EncoderLayer", EncoderLayerOwnDropouts),
     ("DecoderLayer", DecoderLayerSublayerList),
     ("Transformer", TransformerAlternative),
-    ("greedy_decode", TransformerAlternative),
+    ("greedy_decode", greedy_decode_where),
+    ("greedy_decode_cached", greedy_decode_cached_einsum),
     ("RMSNorm", RMSNormRsqrt),
 ]

@@ -70,11 +70,23 @@ class TransformerEncoderWithoutMask(Transformer):
         return x
 
 
-class TransformerGreedyWithoutBOS(Transformer):
-    @torch.no_grad()
-    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
-        ys = Transformer.greedy_decode(self, src, bos_id, eos_id, max_new_tokens)
-        return ys[:, 1:]  # bug: drops the BOS column
+def greedy_without_bos(model, src, bos_id, eos_id, max_new_tokens):
+    return R["greedy_decode"](model, src, bos_id, eos_id, max_new_tokens)[:, 1:]  # bug: drops the BOS column
+
+
+@torch.no_grad()
+def greedy_first_position(model, src, bos_id, eos_id, max_new_tokens):
+    memory, src_mask = model.encode(src), (src != model.pad_id)[:, None, None, :]
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)  # (B, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        logits = model.out_proj(model.decode(ys, memory, src_mask))  # (B, T, tgt_vocab)
+        nxt = logits[:, 0].argmax(-1).masked_fill(done, model.pad_id)  # bug: the first position, not the last
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        done |= nxt == eos_id
+        if done.all():
+            break
+    return ys
 
 
 def copy_loss_summed(logits, tgt_out, pad_id=0):
@@ -95,7 +107,8 @@ CASES = [
     ("DecoderLayer", DecoderCrossOnItself, "cross_attn_wrong_source"),
     ("Transformer", TransformerNoCausalMask, "causal_missing"),
     ("Transformer", TransformerEncoderWithoutMask, "src_mask_missing"),
-    ("greedy_decode", TransformerGreedyWithoutBOS, "greedy_no_bos"),
+    ("greedy_decode", greedy_without_bos, "greedy_no_bos"),
+    ("greedy_decode", greedy_first_position, "greedy_first_position"),
     ("copy_loss", copy_loss_summed, "loss_sum_not_mean"),
     ("exact_match", exact_match_per_token, "em_token_accuracy"),
 ]

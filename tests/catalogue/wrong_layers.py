@@ -1,4 +1,4 @@
-"""Wrong masks, encoder/decoder layers, Transformer and greedy decoding (earlier chapters provided)."""
+"""Wrong masks, encoder/decoder layers, Transformer, greedy decoding and its KV cache (earlier chapters provided)."""
 import math
 
 import torch
@@ -117,30 +117,81 @@ class TransformerNoMemoryMask(Transformer):
         return self.out_proj(self.decode(tgt_in, self.encode(src)))  # bug: src_mask not passed
 
 
-class TransformerGreedyNoStop(Transformer):
-    @torch.no_grad()
-    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
-        memory = self.encode(src)
-        src_mask = (src != self.pad_id)[:, None, None, :]
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
-        for _ in range(max_new_tokens):  # bug: never stops early, never pads
-            nxt = self.out_proj(self.decode(ys, memory, src_mask)[:, -1]).argmax(-1)
-            ys = torch.cat([ys, nxt[:, None]], dim=1)
-        return ys
+@torch.no_grad()
+def greedy_never_stops(model, src, bos_id, eos_id, max_new_tokens):
+    memory = model.encode(src)
+    src_mask = (src != model.pad_id)[:, None, None, :]
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+    for _ in range(max_new_tokens):  # bug: never stops early, never pads
+        nxt = model.out_proj(model.decode(ys, memory, src_mask)[:, -1]).argmax(-1)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+    return ys
 
 
-class TransformerGreedyNoPad(Transformer):
-    @torch.no_grad()
-    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
-        memory = self.encode(src)
-        src_mask = (src != self.pad_id)[:, None, None, :]
-        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
-        for _ in range(max_new_tokens):
-            nxt = self.out_proj(self.decode(ys, memory, src_mask)[:, -1]).argmax(-1)
-            ys = torch.cat([ys, nxt[:, None]], dim=1)
-            if (ys == eos_id).any(dim=1).all():
-                break
-        return ys
+@torch.no_grad()
+def greedy_without_padding(model, src, bos_id, eos_id, max_new_tokens):
+    memory = model.encode(src)
+    src_mask = (src != model.pad_id)[:, None, None, :]
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+    for _ in range(max_new_tokens):
+        nxt = model.out_proj(model.decode(ys, memory, src_mask)[:, -1]).argmax(-1)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        if (ys == eos_id).any(dim=1).all():
+            break
+    return ys
+
+
+@torch.no_grad()
+def _cached_greedy(model, src, bos_id, eos_id, max_new_tokens, from_zero=False, pad=True, cross_mask=True):
+    """KV-cache greedy decoding, learner style, with a switch for each bug the wrappers below make."""
+    B, sdpa = src.size(0), R["scaled_dot_product_attention"]
+    src_mask = (src != model.pad_id)[:, None, None, :]  # (B, 1, 1, T_s)
+    memory = model.encode(src)
+
+    def heads(x, mha):
+        return x.view(B, -1, mha.num_heads, model.d_model // mha.num_heads).transpose(1, 2)  # (B, H, T, d_k)
+
+    def merge(x):
+        return x.transpose(1, 2).reshape(B, -1, model.d_model)  # (B, T, d_model)
+
+    cross = [(heads(layer.cross_attn.W_k(memory), layer.cross_attn),
+              heads(layer.cross_attn.W_v(memory), layer.cross_attn)) for layer in model.decoder_layers]
+    keys, values = [[] for _ in model.decoder_layers], [[] for _ in model.decoder_layers]
+    ys = torch.full((B, 1), bos_id, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    for t in range(max_new_tokens):
+        pos = 0 if from_zero else t  # bug when from_zero: the cache forgets where the token is
+        x = model.tgt_embed(ys[:, -1:]) * math.sqrt(model.d_model) + model.pos_enc.pe[:, pos : pos + 1]
+        key_mask = (ys != model.pad_id)[:, None, None, :]  # (B, 1, 1, t + 1)
+        for i, layer in enumerate(model.decoder_layers):
+            sa, ca = layer.self_attn, layer.cross_attn
+            keys[i].append(heads(sa.W_k(x), sa))
+            values[i].append(heads(sa.W_v(x), sa))
+            out, _ = sdpa(heads(sa.W_q(x), sa), torch.cat(keys[i], 2), torch.cat(values[i], 2), key_mask)
+            x = layer.norm1(x, sa.W_o(merge(out)))
+            out, _ = sdpa(heads(ca.W_q(x), ca), *cross[i], src_mask if cross_mask else None)
+            x = layer.norm2(x, ca.W_o(merge(out)))
+            x = layer.norm3(x, layer.ffn(x))
+        nxt = model.out_proj(x[:, -1]).argmax(-1)
+        if pad:
+            nxt = nxt.masked_fill(done, model.pad_id)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        done |= nxt == eos_id
+        if done.all():
+            break
+    return ys
+
+
+def cached_positions_from_zero(model, src, bos_id, eos_id, max_new_tokens):
+    return _cached_greedy(model, src, bos_id, eos_id, max_new_tokens, from_zero=True)
+
+
+def cached_finished_rows_not_padded(model, src, bos_id, eos_id, max_new_tokens):
+    return _cached_greedy(model, src, bos_id, eos_id, max_new_tokens, pad=False)
+
+
+def cached_cross_attention_unmasked(model, src, bos_id, eos_id, max_new_tokens):
+    return _cached_greedy(model, src, bos_id, eos_id, max_new_tokens, cross_mask=False)
 
 
 CASES = [
@@ -156,6 +207,9 @@ CASES = [
     ("Transformer", TransformerUnscaledEmbeddings, "embed_not_scaled"),
     ("Transformer", TransformerCausalOffByOne, "causal_next_visible"),
     ("Transformer", TransformerNoMemoryMask, "memory_mask_missing"),
-    ("greedy_decode", TransformerGreedyNoStop, "greedy_no_eos_stop"),
-    ("greedy_decode", TransformerGreedyNoPad, "greedy_no_pad_after_eos"),
+    ("greedy_decode", greedy_never_stops, "greedy_no_eos_stop"),
+    ("greedy_decode", greedy_without_padding, "greedy_no_pad_after_eos"),
+    ("greedy_decode_cached", cached_positions_from_zero, "kv_cache_pe_position_zero"),
+    ("greedy_decode_cached", cached_finished_rows_not_padded, "greedy_no_pad_after_eos"),
+    ("greedy_decode_cached", cached_cross_attention_unmasked, "memory_mask_missing"),
 ]
