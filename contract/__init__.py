@@ -13,6 +13,7 @@ This is the only place that lists the contract's names. Everything else derives 
 Importing this module is cheap (no torch, no ``solutions``): learner kernels import it through
 ``tutor.checks`` while the reference package must stay unloaded.
 """
+import ast
 from dataclasses import dataclass, field
 
 KINDS = {
@@ -71,7 +72,8 @@ COMPONENTS = (
        "dropout=0.0", methods={"forward": "Q, K, V, mask=None"}),
     # 02 multi-head attention
     _c("MultiHeadAttention", "02", "mha", "graded",
-       "projections `W_q, W_k, W_v, W_o`, heads split and merged -> (output (B, T_q, d_model), weights (B, H, T_q, T_k))",
+       "projections `W_q, W_k, W_v, W_o`, heads split and merged "
+       "-> (output (B, T_q, d_model), weights (B, H, T_q, T_k))",
        "d_model, num_heads, dropout=0.0", methods={"forward": "x_q, x_kv, mask=None"},
        mistakes=("no_scale", "scale_by_d_model", "split_heads_no_transpose", "merge_heads_no_transpose",
                  "view_without_contiguous", "missing_w_o", "kv_swapped")),
@@ -79,20 +81,23 @@ COMPONENTS = (
     _c("sinusoidal_positional_encoding", "03", "positional", "graded",
        "the (max_len, d_model) table: sin in even columns, cos in odd ones", "max_len, d_model",
        mistakes=("pe_sin_cos_swapped", "pe_freq_factor_2", "pe_sin_cos_halves")),
-    _c("PositionalEncoding", "03", "positional", "graded", "adds `pe[:, :T]` (a buffer) to (B, T, d_model), then dropout",
-       "d_model, max_len=5000, dropout=0.0", methods={"forward": "x"}, mistakes=("pe_not_sliced", "pe_sin_cos_swapped")),
+    _c("PositionalEncoding", "03", "positional", "graded",
+       "adds `pe[:, :T]` (a buffer) to (B, T, d_model), then dropout", "d_model, max_len=5000, dropout=0.0",
+       methods={"forward": "x"}, mistakes=("pe_not_sliced", "pe_sin_cos_swapped")),
     _c("LearnedPositionalEmbedding", "03", "positional", "bonus", "learned positions (`embed`, an `nn.Embedding`)",
        "d_model, max_len=512, dropout=0.0", methods={"forward": "x"}),
     _c("rope_frequencies", "03", "positional", "bonus", "RoPE's rotation frequencies theta_i = base^(-2i/d)",
        "d, base=10000.0", checks=("apply_rope",)),
-    _c("apply_rope", "03", "positional", "bonus", "rotates adjacent feature pairs (2i, 2i+1) of (..., T, d) by position",
+    _c("apply_rope", "03", "positional", "bonus",
+       "rotates adjacent feature pairs (2i, 2i+1) of (..., T, d) by position",
        "x, positions=None, base=10000.0", mistakes=("rope_half_split", "rope_rotation_inverted")),
     # 04 FFN, LayerNorm, residual
     _c("FeedForward", "04", "ffn_norm", "graded", "`fc2(dropout(activation(fc1(x))))`",
        "d_model, d_ff, dropout=0.0, activation='relu'", methods={"forward": "x"},
        mistakes=("ffn_no_activation", "ffn_wrong_activation", "ffn_activation_after_fc2")),
     _c("LayerNorm", "04", "ffn_norm", "graded", "biased variance, eps inside the square root, `weight` and `bias`",
-       "d_model, eps=1e-05", methods={"forward": "x"}, mistakes=("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine")),
+       "d_model, eps=1e-05", methods={"forward": "x"},
+       mistakes=("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine")),
     _c("ResidualLayerNorm", "04", "ffn_norm", "graded", "Post-LN: `ln(x + sublayer_out)`", "d_model, eps=1e-05",
        methods={"forward": "x, sublayer_out"}, mistakes=("missing_residual", "pre_ln_instead_of_post")),
     _c("RMSNorm", "04", "ffn_norm", "bonus", "root-mean-square norm, no mean subtracted, `weight` only",
@@ -175,7 +180,8 @@ COMPONENTS = (
     _c("top_p_filter", "08", "decoding", "graded", "logits outside the smallest nucleus of mass p set to -inf",
        "logits, p", mistakes=("top_p_drops_crossing_token", "top_p_not_sorted")),
     _c("sampling_probs", "08", "decoding", "graded", "temperature, then top-k, then top-p, then softmax",
-       "logits, temperature=1.0, top_k=None, top_p=None", mistakes=("filters_order_swapped", "temperature_after_softmax")),
+       "logits, temperature=1.0, top_k=None, top_p=None",
+       mistakes=("filters_order_swapped", "temperature_after_softmax")),
     _c("sample_next_token", "08", "decoding", "graded", "arg-max at temperature 0, else a draw from `sampling_probs`",
        "logits, temperature=1.0, top_k=None, top_p=None, generator=None",
        mistakes=("sample_argmax", "temperature_after_softmax")),
@@ -201,7 +207,8 @@ COMPONENTS = (
     _c("softmax_backward", "09", "backward", "graded", "dL/dx of a softmax from its output and dL/dy",
        "y, grad_y, dim=-1", mistakes=("backward_sum_wrong_axis", "softmax_backward_missing_sum")),
     _c("layer_norm_backward", "09", "backward", "graded", "dL/dx, dL/dweight, dL/dbias of LayerNorm",
-       "x, weight, grad_out, eps=1e-05", mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term")),
+       "x, weight, grad_out, eps=1e-05",
+       mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term")),
     _c("cross_entropy", "09", "backward", "graded", "cross-entropy with `ignore_index` and label smoothing",
        "logits, target, ignore_index=-100, label_smoothing=0.0", mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1")),
 )
@@ -220,3 +227,18 @@ def get(name):
 def chapter(number):
     """The components of one chapter (``"05"``), in teaching order."""
     return [c for c in COMPONENTS if c.chapter == number]
+
+
+def with_dependencies(names, source_of, among=None):
+    """``names`` and every component their code uses, directly or through another one, in teaching
+    order: what a notebook cell must define before them. ``source_of(name)`` gives a component's
+    source; ``among`` (default: every component but the constants) limits what counts as a use."""
+    pool = [c.name for c in COMPONENTS if c.kind != "constant"] if among is None else list(among)
+    found, todo = set(), [n for n in names if n in pool]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            used = {n.id for n in ast.walk(ast.parse(source_of(name))) if isinstance(n, ast.Name)}
+            todo += [n for n in pool if n in used]
+    return [n for n in pool if n in found]
