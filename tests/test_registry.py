@@ -240,3 +240,14 @@ def test_a_mutation_for_no_graded_chapter_is_caught(evidence):
     ev = dataclasses.replace(evidence, mutations=evidence.mutations | {"10_tokenizers"})
     assert added(contract.COMPONENTS, ev, evidence) == [
         "MUTATIONS['10_tokenizers'] in tools/simulate_class.py is for no graded chapter; remove it"]
+
+
+def test_tables_keyed_by_check_name_only_registered_checks():
+    """The diagnosis tables are keyed by check name: a key the registry does not declare is a typo
+    (or a renamed check) whose variants would silently never run."""
+    for table in ("VARIANTS", "WIRING"):
+        unknown = set(getattr(mistakes, table)) - set(contract.CHECK_NAMES)
+        assert not unknown, f"tutor.mistakes.{table} has keys no registered check has: {sorted(unknown)}"
+    for table in ("PARTS", "OUTPUTS", "FORWARD"):
+        unknown = set(getattr(checks, table)) - set(contract.CHECK_NAMES)
+        assert not unknown, f"tutor.checks.{table} has keys no registered check has: {sorted(unknown)}"

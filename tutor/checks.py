@@ -137,7 +137,6 @@ def _learner_line(exc):
 
 
 def _to_numpy(v):
-
     if isinstance(v, torch.Tensor):
         return v.detach().cpu().numpy()
     return np.asarray(v)
@@ -212,8 +211,6 @@ def _perturb(module, seed):
 
 
 def _reference(name, *args, seed=0, **kwargs):
-
-
     torch.manual_seed(seed)
     return _perturb(getattr(solutions, name)(*args, **kwargs).double(), seed + 1).eval()
 
@@ -222,15 +219,17 @@ def _build(cls, args, kwargs, ref, seed=0):
     """Construct the learner's class (seeded) and copy the reference weights by name."""
 
     torch.manual_seed(seed)
-    call = f"{getattr(cls, '__name__', cls)}({', '.join([repr(a) for a in args] + [f'{k}={v!r}' for k, v in kwargs.items()])})"
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    call = f"{getattr(cls, '__name__', cls)}({', '.join(shown)})"
     try:
         module = cls(*args, **kwargs)
     except guard.FromScratchViolation:
         raise
     except NotImplementedError:
-        raise _Fail(NOT_IMPLEMENTED)
+        raise _Fail(NOT_IMPLEMENTED) from None
     except Exception as exc:
-        raise _Fail(f"构造 {call} 失败 / constructing {call} failed: {type(exc).__name__}: {exc}{_learner_line(exc)}")
+        raise _Fail(f"构造 {call} 失败 / constructing {call} failed: {type(exc).__name__}: {exc}{_learner_line(exc)}") \
+            from None
     if not isinstance(module, torch.nn.Module):
         raise _Fail(f"{call} 应是 nn.Module / must be an nn.Module, got {type(module).__name__}")
     module = module.double()
@@ -245,7 +244,8 @@ def _build(cls, args, kwargs, ref, seed=0):
         try:
             module.load_state_dict(ref.state_dict(), strict=False)
         except RuntimeError as exc:
-            raise _Fail(f"加载参考权重失败（形状不符）/ loading the reference weights failed (shape mismatch): {exc}")
+            raise _Fail(f"加载参考权重失败（形状不符）/ loading the reference weights failed (shape mismatch): {exc}") \
+                from None
     return module.eval()
 
 
@@ -447,9 +447,14 @@ def _diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
                         and _matches(v, got) and not _matches(v, expected[i])), None)
         if key is not None:
             groups.setdefault(key, []).append(i)
-    findings = [Finding(key[0], cases=tuple(idx),
-                        note=table.entries[key][idx[0]][1] if key[1] is not None and len(table.entries[key][idx[0]]) > 1 else "")
-                for key, idx in groups.items()]
+
+    def note(key, idx):  # a variant's detail (e.g. the eps found); an error message has none
+        if key[1] is None:
+            return ""
+        entry = table.entries[key][idx[0]]
+        return entry[1] if len(entry) > 1 else ""
+
+    findings = [Finding(key[0], cases=tuple(idx), note=note(key, idx)) for key, idx in groups.items()]
     explained = {i for f in findings for i in f.cases}
     if findings and len(explained) < len(failing):
         findings.append(Finding(cases=tuple(i for i in failing if i not in explained), reason=MORE))
@@ -608,7 +613,8 @@ def _finding_lines(name, findings):
             indent = "    "
         for mid in f.ids:
             only = (f.only or {}).get(mid)
-            lines.append(f"{indent}{mistakes.explain(mid)}{cases}" + (f"（{_case_numbers(only, only=True)}）" if only else ""))
+            where = f"（{_case_numbers(only, only=True)}）" if only else ""
+            lines.append(f"{indent}{mistakes.explain(mid)}{cases}{where}")
         if f.note:
             lines.append(f"{indent}  {f.note}")
         if f.reason:
@@ -620,7 +626,6 @@ def _finding_lines(name, findings):
 
 
 def _randn(gen, *shape, scale=1.0):
-
     return scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
@@ -659,7 +664,6 @@ def _cached(case, compute):
 
 
 def _detached(out):
-
     return {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
 
 
@@ -721,7 +725,6 @@ def _module_check(name, names, make_args, forward, grads=(), load=True, loss_mas
 
 @register("MultiHeadAttention")
 def check_MultiHeadAttention(cls):
-
     g = torch.Generator().manual_seed(2)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
     cases = []
@@ -739,7 +742,8 @@ def check_MultiHeadAttention(cls):
         torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :])
     add("B=1 H=1, 因果 / causal, d_model=8", 8, 1, 1, 4, mask=causal[..., :4, :4])
     pad = torch.tensor([[True, True, True, True, True], [False, True, True, True, False]])[:, None, None, :]
-    add("填充 & 因果，含整行被屏蔽 / padding & causal, a fully masked row, d_model=12 H=2", 12, 2, 2, 5, mask=pad & causal)
+    add("填充 & 因果，含整行被屏蔽 / padding & causal, a fully masked row, d_model=12 "
+        "H=2", 12, 2, 2, 5, mask=pad & causal)
 
     learner, reference, ref_for = _module_check(
         "MultiHeadAttention", OUTPUTS["MultiHeadAttention"], lambda case: ((case["d_model"], case["H"]), {}),
@@ -759,7 +763,6 @@ def check_ScaledDotProductAttention(cls):
 
 @register("scaled_dot_product_attention")
 def check_scaled_dot_product_attention(fn):
-
     call = lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask"))  # noqa: E731
     learner, reference = _function_check("scaled_dot_product_attention", ("out", "attn"), call,
                                          solutions.scaled_dot_product_attention, grads=("Q", "K", "V"))
@@ -768,7 +771,6 @@ def check_scaled_dot_product_attention(fn):
 
 @register("attention_numpy")
 def check_attention_numpy(fn):
-
     cases = [Case(c.label, {k: v.numpy() for k, v in c.inputs.items()}) for c in _attention_cases()]
     call = lambda f, case, _: f(*(case[k].copy() for k in ("Q", "K", "V")), case.get("mask"))  # noqa: E731
     learner, reference = _function_check("attention_numpy", ("out", "weights"), call, solutions.attention_numpy)
@@ -777,8 +779,6 @@ def check_attention_numpy(fn):
 
 @register("softmax")
 def check_softmax(fn):
-
-
     rng = np.random.default_rng(0)
     cases = [Case("axis=-1, 2 维 / 2-D", {"x": rng.normal(size=(2, 5)) * 3}, {"axis": -1}),
              Case("大输入 / large inputs (~1000)", {"x": rng.normal(size=(3, 4)) + 1000.0}, {"axis": -1}),
@@ -792,7 +792,6 @@ def check_softmax(fn):
 
 @register("sinusoidal_positional_encoding")
 def check_sinusoidal_positional_encoding(fn):
-
     cases = [Case(f"max_len={m}, d_model={d}", {}, {"max_len": m, "d_model": d})
              for m, d in ((10, 16), (50, 8), (7, 5), (1, 4))]
     call = lambda f, case, _: f(case["max_len"], case["d_model"])  # noqa: E731
@@ -803,32 +802,32 @@ def check_sinusoidal_positional_encoding(fn):
 
 @register("PositionalEncoding")
 def check_PositionalEncoding(cls):
-
     g = torch.Generator().manual_seed(3)
-    cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
+    cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)},
+                  {"d_model": d, "max_len": m})
              for d, m, b, t in ((16, 20, 2, 7), (5, 9, 1, 9), (8, 30, 3, 1))]
 
     learner, reference, ref_for = _module_check(
-        "PositionalEncoding", OUTPUTS["PositionalEncoding"], lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
+        "PositionalEncoding", OUTPUTS["PositionalEncoding"],
+        lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
         FORWARD["PositionalEncoding"], grads=(), load=False)
     return _run("PositionalEncoding", cls, cases, learner, reference, ref_for)
 
 
 @register("FeedForward")
 def check_FeedForward(cls):
-
     g = torch.Generator().manual_seed(4)
     cases = [Case("relu, x (2, 5, 8), d_ff=32", {"x": _randn(g, 2, 5, 8)}, {"d_ff": 32, "activation": "relu"}),
              Case("gelu, x (1, 3, 8), d_ff=16", {"x": _randn(g, 1, 3, 8)}, {"d_ff": 16, "activation": "gelu"}),
              Case("relu, 2 维输入 / 2-D input x (4, 8)", {"x": _randn(g, 4, 8)}, {"d_ff": 24, "activation": "relu"})]
     learner, reference, ref_for = _module_check(
-        "FeedForward", OUTPUTS["FeedForward"], lambda case: ((case["x"].size(-1), case["d_ff"]), {"activation": case["activation"]}),
+        "FeedForward", OUTPUTS["FeedForward"],
+        lambda case: ((case["x"].size(-1), case["d_ff"]), {"activation": case["activation"]}),
         FORWARD["FeedForward"], grads=("x",))
     return _run("FeedForward", cls, cases, learner, reference, ref_for)
 
 
 def _norm_cases(seed):
-
     g = torch.Generator().manual_seed(seed)
     return [Case("x (2, 5, 8)", {"x": _randn(g, 2, 5, 8, scale=3.0) + 1.0}, {"eps": 1e-5}),
             Case("小方差输入 / small-variance input (std 1e-3)", {"x": _randn(g, 2, 4, 8, scale=1e-3)}, {"eps": 1e-5}),
@@ -854,7 +853,6 @@ def check_RMSNorm(cls):
 
 @register("ResidualLayerNorm")
 def check_ResidualLayerNorm(cls):
-
     g = torch.Generator().manual_seed(7)
     cases = []
     for c in _norm_cases(7):
@@ -868,7 +866,6 @@ def check_ResidualLayerNorm(cls):
 
 @register("PreLNResidual")
 def check_PreLNResidual(cls):
-
     cases = _norm_cases(8)
     for c in cases:
         d = c["x"].size(-1)
@@ -883,9 +880,8 @@ def check_PreLNResidual(cls):
 
 @register("make_pad_mask")
 def check_make_pad_mask(fn):
-
-
-    cases = [Case("pad_id=0, B=2 T=6", {"tokens": torch.tensor([[5, 3, 4, 0, 0, 0], [7, 7, 8, 9, 3, 0]])}, {"pad_id": 0}),
+    cases = [Case("pad_id=0, B=2 T=6", {"tokens": torch.tensor([[5, 3, 4, 0, 0, 0], [7, 7, 8, 9, 3, 0]])},
+                  {"pad_id": 0}),
              Case("pad_id=9, B=1 T=4", {"tokens": torch.tensor([[9, 4, 9, 9]])}, {"pad_id": 9}),
              Case("无填充 / no padding, B=3 T=2", {"tokens": torch.tensor([[1, 2], [3, 4], [5, 6]])}, {"pad_id": 0})]
     call = lambda f, case, _: f(case["tokens"].clone(), case["pad_id"])  # noqa: E731
@@ -895,7 +891,6 @@ def check_make_pad_mask(fn):
 
 @register("make_subsequent_mask")
 def check_make_subsequent_mask(fn):
-
     cases = [Case(f"T={T}", {}, {"T": T}) for T in (4, 1, 7)]
     call = lambda f, case, _: f(case["T"])  # noqa: E731
     learner, reference = _function_check("make_subsequent_mask", ("mask",), call, solutions.make_subsequent_mask)
@@ -903,18 +898,16 @@ def check_make_subsequent_mask(fn):
 
 
 def _pad_causal(keep):
-
     T = keep.size(1)
     return keep[:, None, None, :] & torch.tril(torch.ones(T, T, dtype=torch.bool))[None, None]
 
 
 @register("EncoderLayer")
 def check_EncoderLayer(cls):
-
     g = torch.Generator().manual_seed(10)
     keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
-    cases = [Case("键填充 / key padding, B=2 T=5 d_model=16 H=4", {"x": _randn(g, 2, 5, 16), "src_mask": keep[:, None, None, :]},
-                  {"cfg": (16, 4, 32)}),
+    cases = [Case("键填充 / key padding, B=2 T=5 d_model=16 H=4",
+                  {"x": _randn(g, 2, 5, 16), "src_mask": keep[:, None, None, :]}, {"cfg": (16, 4, 32)}),
              Case("无掩码 / no mask, B=1 T=3 d_model=8 H=1", {"x": _randn(g, 1, 3, 8)}, {"cfg": (8, 1, 16)})]
     learner, reference, ref_for = _module_check(
         "EncoderLayer", OUTPUTS["EncoderLayer"], lambda case: (case["cfg"], {"dropout": 0.1}),
@@ -924,7 +917,6 @@ def check_EncoderLayer(cls):
 
 @register("DecoderLayer")
 def check_DecoderLayer(cls):
-
     g = torch.Generator().manual_seed(11)
     keep_t = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
     keep_s = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)
@@ -933,7 +925,8 @@ def check_DecoderLayer(cls):
                   {"y": _randn(g, 2, 4, 16), "memory": _randn(g, 2, 6, 16), "tgt_mask": _pad_causal(keep_t),
                    "memory_mask": keep_s[:, None, None, :]}, {"cfg": (16, 4, 32)}),
              Case("T_t = T_s = 5, B=1 H=2",
-                  {"y": _randn(g, 1, 5, 8), "memory": _randn(g, 1, 5, 8), "tgt_mask": _pad_causal(torch.ones(1, 5, dtype=torch.bool)),
+                  {"y": _randn(g, 1, 5, 8), "memory": _randn(g, 1, 5, 8),
+                   "tgt_mask": _pad_causal(torch.ones(1, 5, dtype=torch.bool)),
                    "memory_mask": keep_5[:, None, None, :]}, {"cfg": (8, 2, 16)})]
     learner, reference, ref_for = _module_check(
         "DecoderLayer", OUTPUTS["DecoderLayer"], lambda case: (case["cfg"], {"dropout": 0.1}), FORWARD["DecoderLayer"],
@@ -946,7 +939,6 @@ TRANSFORMER_CFG = dict(d_model=16, num_heads=2, d_ff=32, num_layers=2, dropout=0
 
 @register("Transformer")
 def check_Transformer(cls):
-
     cases = [Case("B=2, T_s=7 T_t=5, 源和目标都有填充 / padding in source and target",
                   {"src": torch.tensor([[5, 3, 8, 4, 9, 2, 0], [7, 6, 2, 0, 0, 0, 0]]),
                    "tgt_in": torch.tensor([[1, 5, 3, 8, 4], [1, 7, 6, 0, 0]])}),
@@ -961,18 +953,12 @@ def check_Transformer(cls):
     return _run("Transformer", cls, cases, learner, reference, ref_for)
 
 
-# the reference source a provided Transformer needs, in teaching order (a notebook's provided cell)
-_TRANSFORMER_SOURCE = ("scaled_dot_product_attention", "MultiHeadAttention", "sinusoidal_positional_encoding",
-                       "PositionalEncoding", "FeedForward", "LayerNorm", "ResidualLayerNorm", "make_pad_mask",
-                       "make_subsequent_mask", "EncoderLayer", "DecoderLayer", "Transformer")
-
-
 def _provided_transformer(src_vocab, tgt_vocab, seed=0, **cfg):
     """A reference Transformer, seeded and perturbed as ``_reference`` builds one, from the reference
     source run outside ``solutions``: the model a learner's decoding function may call while the guard
     watches. Its ``greedy_decode`` method finds no function to call, so it cannot stand in for the answer."""
 
-    cls = _provided(*_TRANSFORMER_SOURCE)["Transformer"]
+    cls = _provided("Transformer", leave_out=("greedy_decode",))["Transformer"]
     torch.manual_seed(seed)
     return _perturb(cls(src_vocab, tgt_vocab, **cfg).double(), seed + 1).eval()
 
@@ -1055,9 +1041,9 @@ def check_greedy_decode_cached(fn):
 
 @register("LearnedPositionalEmbedding")
 def check_LearnedPositionalEmbedding(cls):
-
     g = torch.Generator().manual_seed(12)
-    cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)}, {"d_model": d, "max_len": m})
+    cases = [Case(f"d_model={d}, max_len={m}, x (B={b}, T={t})", {"x": _randn(g, b, t, d)},
+                  {"d_model": d, "max_len": m})
              for d, m, b, t in ((16, 20, 2, 7), (5, 9, 1, 9))]
     learner, reference, ref_for = _module_check(
         "LearnedPositionalEmbedding", ("out",), lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
@@ -1067,8 +1053,6 @@ def check_LearnedPositionalEmbedding(cls):
 
 @register("apply_rope")
 def check_apply_rope(fn):
-
-
     g = torch.Generator().manual_seed(13)
     cases = [Case("x (2, 2, 5, 8)", {"x": _randn(g, 2, 2, 5, 8)}), Case("x (3, 4)", {"x": _randn(g, 3, 4)})]
     call = lambda f, case, x: f(x["x"])  # noqa: E731
@@ -1078,12 +1062,12 @@ def check_apply_rope(fn):
 
 @register("copy_loss")
 def check_copy_loss(fn):
-
-
     g = torch.Generator().manual_seed(14)
-    cases = [Case("B=2 T=5 V=7, 有填充 / with padding", {"logits": _randn(g, 2, 5, 7, scale=2.0),
-                                                       "tgt_out": torch.tensor([[3, 4, 5, 2, 0], [6, 2, 0, 0, 0]])}, {"pad_id": 0}),
-             Case("pad_id=6, B=1", {"logits": _randn(g, 1, 4, 7), "tgt_out": torch.tensor([[3, 2, 6, 6]])}, {"pad_id": 6})]
+    cases = [Case("B=2 T=5 V=7, 有填充 / with padding",
+                  {"logits": _randn(g, 2, 5, 7, scale=2.0),
+                   "tgt_out": torch.tensor([[3, 4, 5, 2, 0], [6, 2, 0, 0, 0]])}, {"pad_id": 0}),
+             Case("pad_id=6, B=1", {"logits": _randn(g, 1, 4, 7), "tgt_out": torch.tensor([[3, 2, 6, 6]])},
+                  {"pad_id": 6})]
     call = lambda f, case, x: f(x["logits"], case["tgt_out"].clone(), case["pad_id"])  # noqa: E731
     learner, reference = _function_check("copy_loss", ("loss",), call, solutions.copy_loss, grads=("logits",))
     return _run("copy_loss", fn, cases, learner, reference)
@@ -1091,8 +1075,6 @@ def check_copy_loss(fn):
 
 @register("exact_match")
 def check_exact_match(fn):
-
-
     tgt = torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0], [6, 7, 8, 2], [4, 2, 0, 0]])
     cases = [Case("一行错 / one row wrong before EOS",
                   {"pred": torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0], [6, 7, 3, 2], [4, 2, 0, 0]]), "tgt_out": tgt}),
@@ -1142,7 +1124,6 @@ def _copy_batch_properties(batch, B, V, min_len, max_len):
 
 @register("make_copy_batch")
 def check_make_copy_batch(fn):
-
     if (problem := _refused("make_copy_batch", fn)) is not None:
         return problem
     cases = [("B=64, V=10, len 2..6", (64, 10, 2, 6)), ("B=1, V=4, len 3..3", (1, 4, 3, 3)),
@@ -1231,7 +1212,8 @@ def _probe_cases(kind, ref):
     g = torch.Generator().manual_seed(20)
     if kind == "LayerNorm":
         d = ref.weight.numel()
-        return [Case("x", {"x": _randn(g, 2, 3, d, scale=2.0) + 0.5}), Case("small", {"x": _randn(g, 2, 3, d, scale=1e-3)})]
+        return [Case("x", {"x": _randn(g, 2, 3, d, scale=2.0) + 0.5}),
+                Case("small", {"x": _randn(g, 2, 3, d, scale=1e-3)})]
     if kind == "ResidualLayerNorm":
         d = ref.ln.weight.numel()
         return [Case(label, {"x": _randn(g, 2, 3, d, scale=scale), "sublayer_out": _randn(g, 2, 3, d, scale=scale)})
@@ -1259,8 +1241,6 @@ def _probe_cases(kind, ref):
 
 @register("repeat_kv")
 def check_repeat_kv(fn):
-
-
     g = torch.Generator().manual_seed(30)
     cases = [Case(f"x {shape}, n_rep={n}", {"x": _randn(g, *shape)}, {"n_rep": n})
              for shape, n in (((2, 2, 3, 4), 2), ((1, 3, 2, 5), 3), ((1, 1, 4, 2), 4), ((2, 2, 3, 4), 1))]
@@ -1278,7 +1258,6 @@ def _gqa_forward(m, case, x):
 
 @register("GroupedQueryAttention")
 def check_GroupedQueryAttention(cls):
-
     g = torch.Generator().manual_seed(31)
     keep = torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]], dtype=torch.bool)
     pad_causal = keep[:, None, None, :] & torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
@@ -1293,7 +1272,8 @@ def check_GroupedQueryAttention(cls):
             inputs["cache"] = (_randn(g, B, G, T_past, d_k, scale=2.0), _randn(g, B, G, T_past, d_k))
         cases.append(Case(label, inputs, {"cfg": (d_model, H, G), "rope": rope}))
 
-    add("GQA H=4 G=2, 因果 & 填充，含整行被屏蔽 / causal & padding, a fully masked row", 32, 4, 2, 2, 5, mask=pad_causal)
+    add("GQA H=4 G=2, 因果 & 填充，含整行被屏蔽 / causal & padding, a fully masked "
+        "row", 32, 4, 2, 2, 5, mask=pad_causal)
     add("MQA H=4 G=1, 无掩码、无 RoPE / no mask, no RoPE, B=1", 16, 4, 1, 1, 4, rope=False)
     add("MHA H=2 G=2, 因果 / causal", 16, 2, 2, 2, 5, mask=torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None])
     add("KV 缓存 / KV cache: T_past=3, T=2 (T_q≠T_k), H=4 G=2", 32, 4, 2, 2, 2, T_past=3)
@@ -1306,7 +1286,6 @@ def check_GroupedQueryAttention(cls):
 
 @register("SwiGLU")
 def check_SwiGLU(cls):
-
     g = torch.Generator().manual_seed(32)
     cases = [Case("x (2, 5, 8), d_ff=12", {"x": _randn(g, 2, 5, 8)}, {"d_ff": 12}),
              Case("B=1, x (1, 3, 8), d_ff=16", {"x": _randn(g, 1, 3, 8, scale=2.0)}, {"d_ff": 16}),
@@ -1319,12 +1298,11 @@ def check_SwiGLU(cls):
 
 @register("GPTBlock")
 def check_GPTBlock(cls):
-
     g = torch.Generator().manual_seed(33)
     causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
     keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :]
-    cases = [Case("因果 & 填充 / causal & padding, B=2 T=5 d_model=16 H=4 G=2", {"x": _randn(g, 2, 5, 16), "mask": causal & keep},
-                  {"cfg": (16, 4, 2, 24)}),
+    cases = [Case("因果 & 填充 / causal & padding, B=2 T=5 d_model=16 H=4 G=2",
+                  {"x": _randn(g, 2, 5, 16), "mask": causal & keep}, {"cfg": (16, 4, 2, 24)}),
              Case("因果 / causal, B=1 T=4 d_model=8 H=2 G=1", {"x": _randn(g, 1, 4, 8), "mask": causal[..., :4, :4]},
                   {"cfg": (8, 2, 1, 12)})]
     learner, reference, ref_for = _module_check(
@@ -1338,7 +1316,6 @@ GPT_CFG = dict(d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, m
 
 @register("GPT")
 def check_GPT(cls):
-
     cases = [Case("B=2 T=6, 不共享权重 / untied", {"idx": torch.tensor([[3, 4, 5, 6, 7, 8], [1, 9, 9, 2, 0, 10]])},
                   {"tie": False}),
              Case("B=1 T=4, tie_weights=True", {"idx": torch.tensor([[5, 2, 7, 1]])}, {"tie": True})]
@@ -1348,15 +1325,14 @@ def check_GPT(cls):
     return _run("GPT", cls, cases, learner, reference, ref_for)
 
 
-def _provided(*names):
-    """The reference source of ``names`` (and what they use) run outside ``solutions``, as a notebook's
-    provided cell: a model the learner's function may call while the guard watches."""
-
-
-
+def _provided(name, leave_out=()):
+    """The reference source of ``name`` and of every component it uses (``leave_out`` excepted), run
+    outside ``solutions`` as a notebook's provided cell: a model the learner's function may call while
+    the guard watches."""
+    pool = [c.name for c in contract.COMPONENTS if c.kind != "constant" and c.name not in leave_out]
     namespace = {"math": math, "torch": torch, "nn": torch.nn, "F": F}
-    for name in names:
-        exec(compile(inspect.getsource(getattr(solutions, name)), f"<provided {name}>", "exec"), namespace)  # noqa: S102
+    for n in contract.with_dependencies([name], lambda n: inspect.getsource(getattr(solutions, n)), pool):
+        exec(compile(inspect.getsource(getattr(solutions, n)), f"<provided {n}>", "exec"), namespace)  # noqa: S102
     return namespace
 
 
@@ -1373,10 +1349,7 @@ def _moderate(module, seed):
 
 @register("generate")
 def check_generate(fn):
-
-
-    ns = _provided("scaled_dot_product_attention", "rope_frequencies", "apply_rope", "RMSNorm", "repeat_kv",
-                   "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT")
+    ns = _provided("GPT")
     torch.manual_seed(34)
     model = _moderate(ns["GPT"](13, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=2, max_len=64), 35)
     prompt = torch.tensor([[3, 4, 5], [7, 1, 2]])
@@ -1391,7 +1364,8 @@ def check_generate(fn):
 
     def call(f, case):
         gen = torch.Generator().manual_seed(case["seed"])
-        return {"tokens": f(case["model"], case["idx"].clone(), case["max_new_tokens"], generator=gen, **case["kwargs"])}
+        tokens = f(case["model"], case["idx"].clone(), case["max_new_tokens"], generator=gen, **case["kwargs"])
+        return {"tokens": tokens}
 
     reference = lambda case: _cached(case, lambda: call(solutions.generate, case))  # noqa: E731
     return _run("generate", fn, cases, call, reference)
@@ -1407,8 +1381,6 @@ def _neg_inf_as_min(t):
 
 @register("top_k_filter")
 def check_top_k_filter(fn):
-
-
     g = torch.Generator().manual_seed(37)
     ties = torch.tensor([[3.0, 2.0, 2.0, 1.0, 0.5, 2.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]])
     cases = [Case("logits (3, 10), k=3", {"logits": _randn(g, 3, 10, scale=2.0)}, {"k": 3}),
@@ -1422,8 +1394,6 @@ def check_top_k_filter(fn):
 
 @register("top_p_filter")
 def check_top_p_filter(fn):
-
-
     g = torch.Generator().manual_seed(38)
     exact = torch.tensor([[0.5, 0.25, 0.125, 0.125], [0.125, 0.125, 0.25, 0.5]]).log()  # exact binary fractions
     cases = [Case("随机 / random (4, 12), p=0.8", {"logits": _randn(g, 4, 12, scale=2.0)}, {"p": 0.8}),
@@ -1435,7 +1405,6 @@ def check_top_p_filter(fn):
 
 
 def _sampling_cases(seed):
-
     g = torch.Generator().manual_seed(seed)
     cases = [Case(f"T={t}, top_k={k}, top_p={p}, logits {shape}", {"logits": _randn(g, *shape, scale=2.0)},
                   {"temperature": t, "top_k": k, "top_p": p, "seed": seed + i})
@@ -1449,7 +1418,6 @@ def _sampling_cases(seed):
 
 @register("sampling_probs")
 def check_sampling_probs(fn):
-
     call = lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"])  # noqa: E731
     learner, reference = _function_check("sampling_probs", ("probs",), call, solutions.sampling_probs)
     return _run("sampling_probs", fn, _sampling_cases(39), learner, reference)
@@ -1457,8 +1425,6 @@ def check_sampling_probs(fn):
 
 @register("sample_next_token")
 def check_sample_next_token(fn):
-
-
     cases = _sampling_cases(40)
     cases.append(Case("温度 0 = 贪心 / temperature 0 = greedy", {"logits": cases[0]["logits"]},
                       {"temperature": 0.0, "top_k": None, "top_p": None, "seed": 0}))
@@ -1473,8 +1439,6 @@ def check_sample_next_token(fn):
 
 @register("beam_search")
 def check_beam_search(fn):
-
-
     g = torch.Generator().manual_seed(41)
     tables = [torch.log_softmax(1.5 * torch.randn(8, 5, 5, generator=g), -1) for _ in range(2)]
     short = torch.full((4, 3, 3), -20.0)  # a short output wins the raw sum, a longer one the normalised score
@@ -1482,12 +1446,12 @@ def check_beam_search(fn):
     short[1, 1] = torch.tensor([-0.8, -20.0, -20.0])
     markov = lambda table: (lambda ys: table[ys.size(1) - 1, ys[:, -1]])  # noqa: E731
     torch.manual_seed(42)
-    gpt = _moderate(_provided("scaled_dot_product_attention", "rope_frequencies", "apply_rope", "RMSNorm", "repeat_kv",
-                              "GroupedQueryAttention", "SwiGLU", "GPTBlock", "GPT")["GPT"](
+    gpt = _moderate(_provided("GPT")["GPT"](
         9, d_model=16, num_heads=2, num_kv_heads=1, d_ff=24, max_len=32), 43)
     gpt.requires_grad_(False)  # its log-probs carry no graph: float(score) in a learner's code stays silent
     gpt_step = lambda ys: torch.log_softmax(gpt(ys)[:, -1], -1)  # noqa: E731
-    cases = [Case(label, {"prefix": prefix}, {"step_fn": step, "beam_size": k, "max_new_tokens": n, "eos_id": eos, "alpha": a})
+    cases = [Case(label, {"prefix": prefix},
+                  {"step_fn": step, "beam_size": k, "max_new_tokens": n, "eos_id": eos, "alpha": a})
              for label, prefix, step, k, n, eos, a in [
                  ("马尔可夫表 / Markov table, beam 3, alpha=0", torch.tensor([1, 2]), markov(tables[0]), 3, 6, 0, 0.0),
                  ("长度归一化 / length normalisation, alpha=1", torch.tensor([1]), markov(short), 2, 3, 0, 1.0),
@@ -1504,8 +1468,6 @@ def check_beam_search(fn):
 
 @register("softmax_backward")
 def check_softmax_backward(fn):
-
-
     g = torch.Generator().manual_seed(44)
     cases = []
     for shape, dim in (((3, 5), -1), ((2, 3, 4), 1), ((4, 3), 0), ((6,), 0)):
@@ -1518,11 +1480,10 @@ def check_softmax_backward(fn):
 
 @register("layer_norm_backward")
 def check_layer_norm_backward(fn):
-
-
     g = torch.Generator().manual_seed(45)
-    cases = [Case(f"x {shape}, eps={eps}", {"x": _randn(g, *shape, scale=2.0) + 0.5, "weight": 1 + _randn(g, shape[-1], scale=0.3),
-                                            "grad_out": _randn(g, *shape)}, {"eps": eps})
+    cases = [Case(f"x {shape}, eps={eps}",
+                  {"x": _randn(g, *shape, scale=2.0) + 0.5, "weight": 1 + _randn(g, shape[-1], scale=0.3),
+                   "grad_out": _randn(g, *shape)}, {"eps": eps})
              for shape, eps in (((2, 5, 8), 1e-5), ((4, 6), 1e-3), ((1, 3, 4), 1e-5))]
     call = lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(), case["eps"])  # noqa: E731
     learner, reference = _function_check("layer_norm_backward", ("grad_x", "grad_weight", "grad_bias"), call,
@@ -1532,8 +1493,6 @@ def check_layer_norm_backward(fn):
 
 @register("cross_entropy")
 def check_cross_entropy(fn):
-
-
     g = torch.Generator().manual_seed(46)
     cases = [Case("logits (2, 5, 7), 无平滑 / no smoothing, ignore_index=0",
                   {"logits": _randn(g, 2, 5, 7, scale=2.0), "target": torch.tensor([[3, 4, 5, 0, 0], [6, 2, 0, 0, 0]])},
@@ -1544,7 +1503,8 @@ def check_cross_entropy(fn):
              Case("平滑 0.2 + 忽略 / smoothing 0.2 + ignore_index=3, B=1",
                   {"logits": _randn(g, 1, 6, 4, scale=3.0), "target": torch.tensor([[3, 1, 3, 0, 2, 3]])},
                   {"ignore_index": 3, "label_smoothing": 0.2}),
-             Case("大 logits / large logits (~1000)", {"logits": _randn(g, 3, 4) + 1000.0, "target": torch.tensor([0, 3, 1])},
+             Case("大 logits / large logits (~1000)",
+                  {"logits": _randn(g, 3, 4) + 1000.0, "target": torch.tensor([0, 3, 1])},
                   {"ignore_index": -100, "label_smoothing": 0.0})]
     call = lambda f, case, x: f(x["logits"], case["target"].clone(), ignore_index=case["ignore_index"],  # noqa: E731
                                 label_smoothing=case["label_smoothing"])
@@ -1554,19 +1514,19 @@ def check_cross_entropy(fn):
 
 @register("make_sliding_window_mask")
 def check_make_sliding_window_mask(fn):
-
     cases = [Case(f"T={T}, window={w}", {}, {"T": T, "window": w}) for T, w in ((6, 3), (5, 1), (7, 2), (4, 9))]
     call = lambda f, case, _: f(case["T"], case["window"])  # noqa: E731
-    learner, reference = _function_check("make_sliding_window_mask", ("mask",), call, solutions.make_sliding_window_mask)
+    learner, reference = _function_check("make_sliding_window_mask", ("mask",), call,
+                                         solutions.make_sliding_window_mask)
     return _run("make_sliding_window_mask", fn, cases, learner, reference)
 
 
 @register("attention_flops_and_memory")
 def check_attention_flops_and_memory(fn):
-
     keys = ("n", "d", "H", "num_kv_heads", "batch", "bytes_per_element")
     cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)), {}, dict(zip(keys, values)))
-             for values in ((128, 64, 4, None, 1, 4), (1024, 512, 8, 2, 2, 2), (4096, 4096, 32, 8, 1, 2), (16, 32, 4, 1, 3, 8))]
+             for values in ((128, 64, 4, None, 1, 4), (1024, 512, 8, 2, 2, 2), (4096, 4096, 32, 8, 1, 2),
+                            (16, 32, 4, 1, 3, 8))]
     call = lambda f, case, _: f(*(case[k] for k in keys[:3]), num_kv_heads=case["num_kv_heads"], batch=case["batch"],  # noqa: E731
                                 bytes_per_element=case["bytes_per_element"])
     learner, reference = _function_check("attention_flops_and_memory", ("flops", "attn_bytes"), call,
@@ -1576,7 +1536,6 @@ def check_attention_flops_and_memory(fn):
 
 @register("kv_cache_bytes")
 def check_kv_cache_bytes(fn):
-
     keys = ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element")
     cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)), {}, dict(zip(keys, values)))
              for values in ((32, 8, 128, 1, 1, 2), (32, 32, 128, 4096, 1, 2), (2, 1, 16, 10, 3, 4))]

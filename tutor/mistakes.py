@@ -29,121 +29,174 @@ MISTAKES = {
     "scale_by_dk": ("除以了 d_k 而不是 √d_k：Q·K 的方差是 d_k，要除以标准差 √d_k",
                     "divided by d_k instead of √d_k: Q·K has variance d_k, divide by its std √d_k"),
     "scale_by_d_model": ("多头里按 √d_model 缩放了：每个头的点积只有 d_k = d_model / H 维，应除以 √d_k",
-                         "scaled by √d_model in multi-head attention: each head's dot product has d_k = d_model / H terms, divide by √d_k"),
+                         "scaled by √d_model in multi-head attention: each head's dot product has d_k = d_model / H "
+                         "terms, divide by √d_k"),
     "softmax_wrong_axis": ("softmax 的轴错了：应在最后一维（对每个查询的所有键）归一化",
                            "softmax over the wrong axis: normalise over the last axis (all keys of one query)"),
     "softmax_ignores_axis": ("softmax 忽略了 axis 参数，总在最后一维归一化：max 和 sum 都要沿 axis 取（keepdims=True）",
-                             "softmax ignores its axis argument and always normalises the last axis: take max and sum along axis (keepdims=True)"),
+                             "softmax ignores its axis argument and always normalises the last axis: take max and sum "
+                             "along axis (keepdims=True)"),
     "softmax_all_elements": ("softmax 对整个数组归一化（max/sum 没有指定轴）：应沿 axis 归一化，每个切片之和为 1",
-                             "softmax normalises the whole array (max/sum without an axis): normalise along axis, each slice sums to 1"),
+                             "softmax normalises the whole array (max/sum without an axis): normalise along axis, each "
+                             "slice sums to 1"),
     "mask_inverted": ("掩码约定反了：本课程 True = 可以关注，True 的位置要保留，False 的位置才屏蔽",
-                      "mask convention inverted: in this course True = may attend; block the False positions, keep the True ones"),
-    "mask_after_softmax": ("在 softmax 之后才屏蔽：被屏蔽位置置 0 后每行之和不再是 1；应在 softmax 之前把分数设为很大的负数",
-                           "mask applied after the softmax: zeroing weights afterwards leaves rows that do not sum to 1; fill the scores before the softmax"),
+                      "mask convention inverted: in this course True = may attend; block the False positions, keep the "
+                      "True ones"),
+    "mask_after_softmax": ("在 softmax 之后才屏蔽：被屏蔽位置置 0 后每行之和不再是 1；应在 softmax "
+                           "之前把分数设为很大的负数",
+                           "mask applied after the softmax: zeroing weights afterwards leaves rows that do not sum to "
+                           "1; fill the scores before the softmax"),
     "mask_multiplies_scores": ("用掩码乘分数：被屏蔽的分数变成 0 而不是很大的负数，仍然分到权重",
-                               "the mask multiplies the scores: blocked scores become 0, not a large negative number, and still get weight"),
+                               "the mask multiplies the scores: blocked scores become 0, not a large negative number, "
+                               "and still get weight"),
     "nan_fully_masked": ("用 -inf 填充后，整行都被屏蔽的查询得到 NaN；契约要求这样的行输出全 0",
-                         "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for zeros there"),
+                         "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for "
+                         "zeros there"),
     "fully_masked_uniform": ("整行都被屏蔽时得到均匀权重（用了有限的大负数却没把被屏蔽的权重清零）；契约要求全 0",
-                             "a fully blocked row gets uniform weights (a finite large negative fill without zeroing the blocked weights); the contract asks for zeros"),
-    "mask_shape": ("掩码不能广播到注意力分数 (B, H, T_q, T_k)：make_pad_mask 已是 (B, 1, 1, T)，make_subsequent_mask 已是 (1, 1, T, T)，直接传入，不要再 unsqueeze",
-                   "the mask does not broadcast to the scores (B, H, T_q, T_k): make_pad_mask already gives (B, 1, 1, T) and make_subsequent_mask (1, 1, T, T); pass them as they are, without another unsqueeze"),
+                             "a fully blocked row gets uniform weights (a finite large negative fill without zeroing "
+                             "the blocked weights); the contract asks for zeros"),
+    "mask_shape": ("掩码不能广播到注意力分数 (B, H, T_q, T_k)：make_pad_mask 已是 (B, 1, 1, T)，make_subsequent_mask "
+                   "已是 (1, 1, T, T)，直接传入，不要再 unsqueeze",
+                   "the mask does not broadcast to the scores (B, H, T_q, T_k): make_pad_mask already gives (B, 1, 1, "
+                   "T) and make_subsequent_mask (1, 1, T, T); pass them as they are, without another unsqueeze"),
     "mask_not_bool": ("掩码可能是 0/1 整数：先 mask.to(torch.bool) 再用 ~mask 或 masked_fill",
                       "the mask may be 0/1 integers: convert with mask.to(torch.bool) before ~mask or masked_fill"),
     # multi-head attention
-    "split_heads_no_transpose": ("拆头时直接 view 成 (B, H, T, d_k)：这会把不同词元的数字混进一个头；应先 view(B, T, H, d_k) 再 transpose(1, 2)",
-                                 "heads split by a straight view to (B, H, T, d_k): that mixes numbers of different tokens into one head; view(B, T, H, d_k) then transpose(1, 2)"),
-    "merge_heads_no_transpose": ("合并头时没有先 transpose(1, 2) 回 (B, T, H, d_k)：直接 view 成 (B, T, d_model) 会打乱词元",
-                                 "heads merged without transpose(1, 2) back to (B, T, H, d_k): a straight view to (B, T, d_model) scrambles the tokens"),
+    "split_heads_no_transpose": ("拆头时直接 view 成 (B, H, T, d_k)：这会把不同词元的数字混进一个头；应先 view(B, T, "
+                                 "H, d_k) 再 transpose(1, 2)",
+                                 "heads split by a straight view to (B, H, T, d_k): that mixes numbers of different "
+                                 "tokens into one head; view(B, T, H, d_k) then transpose(1, 2)"),
+    "merge_heads_no_transpose": ("合并头时没有先 transpose(1, 2) 回 (B, T, H, d_k)：直接 view 成 (B, T, d_model) "
+                                 "会打乱词元",
+                                 "heads merged without transpose(1, 2) back to (B, T, H, d_k): a straight view to (B, "
+                                 "T, d_model) scrambles the tokens"),
     "view_without_contiguous": ("transpose 之后的张量不连续，不能直接 view：先 .contiguous() 或改用 reshape",
-                                "a transposed tensor is not contiguous and cannot be viewed: call .contiguous() first or use reshape"),
+                                "a transposed tensor is not contiguous and cannot be viewed: call .contiguous() first "
+                                "or use reshape"),
     "missing_w_o": ("缺少输出投影 W_o：合并各头之后还要再乘 W_o",
                     "the output projection W_o is missing: apply W_o after merging the heads"),
-    "attn_averaged_over_heads": ("返回的注意力权重在头上取了平均（nn.MultiheadAttention 的默认做法）：契约要每个头各自的权重 (B, H, T_q, T_k)",
-                                 "the attention weights are averaged over the heads (nn.MultiheadAttention's default): the contract returns each head's weights, (B, H, T_q, T_k)"),
+    "attn_averaged_over_heads": ("返回的注意力权重在头上取了平均（nn.MultiheadAttention 的默认做法）："
+                                 "契约要每个头各自的权重 (B, H, T_q, T_k)",
+                                 "the attention weights are averaged over the heads (nn.MultiheadAttention's default): "
+                                 "the contract returns each head's weights, (B, H, T_q, T_k)"),
     "kv_swapped": ("K 和 V 用反了：键（用来打分）来自 W_k，值（被加权求和）来自 W_v",
                    "K and V are swapped: keys (scored against queries) come from W_k, values (averaged) from W_v"),
     # positional encoding
     "pe_sin_cos_swapped": ("sin 和 cos 放反了：偶数列是 sin，奇数列是 cos",
                            "sin and cos are swapped: even columns are sin, odd columns cos"),
     "pe_freq_factor_2": ("频率差了 2 倍：指数应是 2i/d_model，其中 i 是第几对（列号 2i 和 2i+1 共用一个频率）",
-                         "frequencies off by a factor 2 in the exponent: it is 2i/d_model with i the pair index (columns 2i and 2i+1 share one frequency)"),
+                         "frequencies off by a factor 2 in the exponent: it is 2i/d_model with i the pair index "
+                         "(columns 2i and 2i+1 share one frequency)"),
     "pe_sin_cos_halves": ("把 sin 放在前一半列、cos 放在后一半列：契约要求交错排列（偶数列 sin，奇数列 cos）",
-                          "sin in the first half of the columns and cos in the second: the contract interleaves them (even columns sin, odd cos)"),
+                          "sin in the first half of the columns and cos in the second: the contract interleaves them "
+                          "(even columns sin, odd cos)"),
     "pe_not_sliced": ("位置编码没有按序列长度切片：应加 pe[:, :T]，而不是整个 max_len 长的表",
-                      "the positional table is not sliced to the sequence length: add pe[:, :T], not the whole max_len table"),
-    "pe_sliced_by_batch": ("位置编码按 x.size(0)（batch 大小）切片了：输入是 batch-first 的 (B, T, d_model)，应取 pe[:, :x.size(1)]（PyTorch 教程的写法是 sequence-first）",
-                           "the positional table is sliced by x.size(0), the batch size: inputs are batch-first (B, T, d_model), take pe[:, :x.size(1)] (PyTorch's tutorial is sequence-first)"),
+                      "the positional table is not sliced to the sequence length: add pe[:, :T], not the whole max_len "
+                      "table"),
+    "pe_sliced_by_batch": ("位置编码按 x.size(0)（batch 大小）切片了：输入是 batch-first 的 (B, T, d_model)，应取 "
+                           "pe[:, :x.size(1)]（PyTorch 教程的写法是 sequence-first）",
+                           "the positional table is sliced by x.size(0), the batch size: inputs are batch-first (B, T, "
+                           "d_model), take pe[:, :x.size(1)] (PyTorch's tutorial is sequence-first)"),
     "rope_half_split": ("RoPE 配对方式不对：本课程把相邻的 (2i, 2i+1) 配成一对，而不是 (i, i + d/2)",
-                        "RoPE pairs the wrong features: this course rotates adjacent pairs (2i, 2i+1), not (i, i + d/2)"),
+                        "RoPE pairs the wrong features: this course rotates adjacent pairs (2i, 2i+1), not (i, i + d/"
+                        "2)"),
     "rope_rotation_inverted": ("RoPE 旋转方向反了：out[2i] = x[2i]·cos − x[2i+1]·sin",
                                "RoPE rotates the wrong way: out[2i] = x[2i]·cos − x[2i+1]·sin"),
     # FFN, normalisation, residual
     "ffn_no_activation": ("FFN 两层之间缺少激活函数：没有非线性，两层等于一层",
-                          "the FFN has no activation between its layers: without a non-linearity two layers collapse into one"),
+                          "the FFN has no activation between its layers: without a non-linearity two layers collapse "
+                          "into one"),
     "ffn_wrong_activation": ("激活函数与 activation 参数不一致（relu / gelu）",
                              "the activation does not follow the activation argument (relu / gelu)"),
     "ffn_gelu_tanh": ("用了 tanh 近似的 GELU（GPT-2 的 gelu_new）：契约是精确的 erf 版本，即 F.gelu 的默认值",
-                      "the tanh approximation of GELU (GPT-2's gelu_new): the contract is the exact, erf-based GELU, F.gelu's default"),
+                      "the tanh approximation of GELU (GPT-2's gelu_new): the contract is the exact, erf-based GELU, "
+                      "F.gelu's default"),
     "ffn_activation_after_fc2": ("在 fc2 之后又加了一次激活：FFN 的输出不能被截断为非负",
                                  "an activation after fc2: the FFN output must not be clipped"),
     "ln_wrong_axis": ("LayerNorm 归一化的轴错了：只在最后一维（每个位置的特征）上求均值和方差，不是在 batch 或时间轴上",
-                      "LayerNorm normalises over the wrong axis: take mean and variance over the last (feature) axis of each position, not over batch or time"),
+                      "LayerNorm normalises over the wrong axis: take mean and variance over the last (feature) axis "
+                      "of each position, not over batch or time"),
     "ln_unbiased_var": ("用了无偏方差（除以 n−1）：LayerNorm 用有偏方差，unbiased=False",
                         "unbiased variance (divides by n−1): LayerNorm uses the biased variance, unbiased=False"),
     "ln_eps_outside_sqrt": ("eps 放在根号外面：应是 sqrt(var + eps)，方差很小时两者差别很大",
-                            "eps outside the square root: it is sqrt(var + eps); for small variances the two differ a lot"),
-    "ln_eps_value": ("eps 的数值与契约不同（例如 BERT 的 1e-12、Annotated Transformer 的 1e-6）：用构造参数 eps，默认 1e-5",
-                     "eps differs from the contract (e.g. BERT's 1e-12, the Annotated Transformer's 1e-6): use the eps argument, default 1e-5"),
+                            "eps outside the square root: it is sqrt(var + eps); for small variances the two differ a "
+                            "lot"),
+    "ln_eps_value": ("eps 的数值与契约不同（例如 BERT 的 1e-12、Annotated Transformer 的 1e-6）：用构造参数 eps，默认 "
+                     "1e-5",
+                     "eps differs from the contract (e.g. BERT's 1e-12, the Annotated Transformer's 1e-6): use the eps "
+                     "argument, default 1e-5"),
     "ln_no_affine": ("没有乘 weight、加 bias：归一化之后还要做可学习的缩放和平移",
                      "weight and bias are not applied: scale and shift after normalising"),
     "rms_subtracts_mean": ("RMSNorm 不减均值：只除以均方根 sqrt(mean(x²) + eps)",
-                           "RMSNorm does not subtract the mean: divide by the root mean square sqrt(mean(x²) + eps) only"),
+                           "RMSNorm does not subtract the mean: divide by the root mean square sqrt(mean(x²) + eps) "
+                           "only"),
     "missing_residual": ("缺少残差连接：子层输出要与它的输入相加（x + sublayer(x)）再归一化",
-                         "a residual connection is missing: add the sublayer's input to its output (x + sublayer(x)) before normalising"),
+                         "a residual connection is missing: add the sublayer's input to its output (x + sublayer(x)) "
+                         "before normalising"),
     "shared_norm": ("一个 LayerNorm 被两个子层共用：每个子层要有自己的 norm1、norm2……，各自学习自己的参数",
-                    "one LayerNorm shared by two sublayers: each sublayer has its own norm1, norm2, ... with its own parameters"),
-    "weights_tied": ("两个契约参数是同一个张量（权重共享，例如嵌入层和输出层共用一个矩阵）：契约里它们各自独立，去掉 a.weight = b.weight",
-                     "two contract parameters are one tensor (weight tying, e.g. the embedding and the output projection): the contract keeps them separate, remove a.weight = b.weight"),
-    "layers_shared": ("所有层是同一个对象（例如 [layer] * N）：它们共用一组参数；每层都要新建一次，如 [Layer(...) for _ in range(N)]",
-                      "every layer is the same object (e.g. [layer] * N), so they share one set of weights: build each layer anew, [Layer(...) for _ in range(N)]"),
+                    "one LayerNorm shared by two sublayers: each sublayer has its own norm1, norm2, ... with its own "
+                    "parameters"),
+    "weights_tied": ("两个契约参数是同一个张量（权重共享，例如嵌入层和输出层共用一个矩阵）：契约里它们各自独立，去掉 "
+                     "a.weight = b.weight",
+                     "two contract parameters are one tensor (weight tying, e.g. the embedding and the output "
+                     "projection): the contract keeps them separate, remove a.weight = b.weight"),
+    "layers_shared": ("所有层是同一个对象（例如 [layer] * N）：它们共用一组参数；每层都要新建一次，如 [Layer(...) for "
+                      "_ in range(N)]",
+                      "every layer is the same object (e.g. [layer] * N), so they share one set of weights: build each "
+                      "layer anew, [Layer(...) for _ in range(N)]"),
     "norms_swapped": ("LayerNorm 用错了位置：第 k 个子层之后用 norm{k}（norm1 在自注意力之后……）",
-                      "the LayerNorms are used in the wrong places: sublayer k is followed by norm{k} (norm1 after self-attention, ...)"),
+                      "the LayerNorms are used in the wrong places: sublayer k is followed by norm{k} (norm1 after "
+                      "self-attention, ...)"),
     "residual_wrong_source": ("残差加错了对象：每个子层加的是它自己的输入（上一个子层的输出），不是整层的输入",
-                              "the residual adds the wrong tensor: each sublayer adds its own input (the previous sublayer's output), not the layer's input"),
+                              "the residual adds the wrong tensor: each sublayer adds its own input (the previous "
+                              "sublayer's output), not the layer's input"),
     "pre_ln_instead_of_post": ("写成了 Pre-LN：这里要求 Post-LN，即 LayerNorm(x + sublayer(x))",
                                "Pre-LN where Post-LN was asked: this contract is LayerNorm(x + sublayer(x))"),
     "post_ln_instead_of_pre": ("写成了 Post-LN：Pre-LN 是 x + sublayer(LayerNorm(x))，残差路径不经过归一化",
-                               "Post-LN where Pre-LN was asked: Pre-LN is x + sublayer(LayerNorm(x)), the residual path is not normalised"),
+                               "Post-LN where Pre-LN was asked: Pre-LN is x + sublayer(LayerNorm(x)), the residual "
+                               "path is not normalised"),
     # masks and layers
     "pad_mask_queries": ("填充掩码把查询行也屏蔽了：它只屏蔽键，形状 (B, 1, 1, T)；屏蔽查询行会产生没有可见键的行",
-                         "the padding mask also hides query rows: it hides keys only, shape (B, 1, 1, T); hiding query rows leaves rows with no visible key"),
+                         "the padding mask also hides query rows: it hides keys only, shape (B, 1, 1, T); hiding query "
+                         "rows leaves rows with no visible key"),
     "pad_mask_inverted": ("填充掩码反了：True 表示真实词元（可以关注），PAD 位置为 False",
                           "the padding mask is inverted: True marks real tokens (may attend), PAD positions are False"),
     "causal_diagonal_hidden": ("因果掩码差一：对角线被屏蔽了，每个位置应能看到自己（tril 含对角线）",
-                               "causal mask off by one: the diagonal is hidden; each position must see itself (tril with the diagonal)"),
+                               "causal mask off by one: the diagonal is hidden; each position must see itself (tril "
+                               "with the diagonal)"),
     "causal_next_visible": ("因果掩码差一：下一个词元可见，模型能偷看答案（应是 tril，diagonal=0）",
-                            "causal mask off by one: the next token is visible, the model can peek at the answer (tril with diagonal=0)"),
+                            "causal mask off by one: the next token is visible, the model can peek at the answer (tril "
+                            "with diagonal=0)"),
     "causal_inverted": ("因果掩码反了：True = 可以关注，应是下三角（含对角线）为 True",
                         "causal mask inverted: True = may attend, the lower triangle (with the diagonal) is True"),
-    "tgt_pad_missing": ("解码器自注意力的掩码只有因果部分，没有目标序列的填充掩码：应是 make_pad_mask(tgt_in) & make_subsequent_mask(T_t)",
-                        "the decoder self-attention mask is causal only, without the target padding mask: use make_pad_mask(tgt_in) & make_subsequent_mask(T_t)"),
+    "tgt_pad_missing": ("解码器自注意力的掩码只有因果部分，没有目标序列的填充掩码：应是 make_pad_mask(tgt_in) & "
+                        "make_subsequent_mask(T_t)",
+                        "the decoder self-attention mask is causal only, without the target padding mask: use "
+                        "make_pad_mask(tgt_in) & make_subsequent_mask(T_t)"),
     "causal_missing": ("解码器自注意力没有因果掩码：训练时每个位置都能看到后面的答案",
-                       "the decoder self-attention has no causal mask: during training each position sees the answers after it"),
+                       "the decoder self-attention has no causal mask: during training each position sees the answers "
+                       "after it"),
     "src_mask_missing": ("编码器没有用源序列的填充掩码：PAD 词元被当作真实内容关注",
-                         "the encoder ignores the source padding mask: PAD tokens are attended to as if they were content"),
+                         "the encoder ignores the source padding mask: PAD tokens are attended to as if they were "
+                         "content"),
     "memory_mask_missing": ("交叉注意力没有用源序列的填充掩码：解码器会关注源序列的 PAD",
-                            "cross-attention ignores the source padding mask: the decoder attends to source PAD tokens"),
-    "cross_attn_target_mask": ("交叉注意力用了目标序列的掩码：它的键来自 memory（源序列），应使用源序列的填充掩码 memory_mask",
-                               "cross-attention uses the target mask: its keys come from memory (the source), use the source padding mask memory_mask"),
+                            "cross-attention ignores the source padding mask: the decoder attends to source PAD "
+                            "tokens"),
+    "cross_attn_target_mask": ("交叉注意力用了目标序列的掩码：它的键来自 memory（源序列），应使用源序列的填充掩码 "
+                               "memory_mask",
+                               "cross-attention uses the target mask: its keys come from memory (the source), use the "
+                               "source padding mask memory_mask"),
     "cross_attn_wrong_source": ("交叉注意力的键和值应来自 memory（编码器输出），查询来自解码器",
-                                "cross-attention takes keys and values from memory (the encoder output) and queries from the decoder"),
+                                "cross-attention takes keys and values from memory (the encoder output) and queries "
+                                "from the decoder"),
     "embed_not_scaled": ("词嵌入没有乘 √d_model：位置编码会淹没词的信息",
-                         "embeddings are not multiplied by √d_model: the positional encoding drowns the token information"),
+                         "embeddings are not multiplied by √d_model: the positional encoding drowns the token "
+                         "information"),
     "embed_scaled_by_d_model": ("词嵌入乘了 d_model：应乘 √d_model",
                                 "embeddings are multiplied by d_model: multiply by √d_model"),
     "positions_missing": ("有一侧没有加位置编码：源序列和目标序列的嵌入都要经过 pos_enc",
-                          "one side gets no positional encoding: both the source and the target embeddings go through pos_enc"),
+                          "one side gets no positional encoding: both the source and the target embeddings go through "
+                          "pos_enc"),
     # decoding and the copy task
     "greedy_no_eos_stop": ("贪心解码没有在所有行都输出 EOS 后停止（或 EOS 之后没有补 PAD）",
                            "greedy decoding does not stop once every row has emitted EOS (or does not pad after EOS)"),
@@ -159,13 +212,16 @@ MISTAKES = {
                                   "with a KV cache every new token gets the positional encoding of position 0: the "
                                   "token fed at step t sits at position t of the sequence and needs pe[:, t]"),
     "loss_includes_pad": ("损失把 PAD 位置也算进去了：用 ignore_index=pad_id，只在真实目标词元上求平均",
-                          "the loss counts PAD positions: use ignore_index=pad_id and average over real target tokens only"),
+                          "the loss counts PAD positions: use ignore_index=pad_id and average over real target tokens "
+                          "only"),
     "loss_sum_not_mean": ("损失求和而不是求平均：应对非 PAD 位置取平均",
                           "the loss is summed instead of averaged over the non-PAD positions"),
     "em_whole_row": ("比较了整行（包括 EOS 之后的内容）：只比较到第一个 EOS（含）为止",
-                     "the whole row was compared (including what follows EOS): compare up to and including the first EOS only"),
+                     "the whole row was compared (including what follows EOS): compare up to and including the first "
+                     "EOS only"),
     "em_token_accuracy": ("算成了逐词元准确率：exact match 按行计分，一行中到 EOS 为止全部正确才算对",
-                          "a per-token accuracy: exact match scores whole rows, a row counts only when every token up to EOS is right"),
+                          "a per-token accuracy: exact match scores whole rows, a row counts only when every token up "
+                          "to EOS is right"),
     "softmax_unstable": ("没有先减去最大值：大输入时 exp 溢出得到 inf/NaN",
                          "the maximum is not subtracted first: exp overflows to inf/NaN for large inputs"),
 }
@@ -414,7 +470,8 @@ LN_BUGS = [
 def _layer_norm_combinations(x, ln):
     """LayerNorm bugs alone and up to three at once (the Annotated Transformer's has three)."""
     note = lambda kw: ("" if "eps_value" not in kw else  # noqa: E731
-                       f"eps = {kw['eps_value']:g}，契约是 {ln.eps:g} / eps = {kw['eps_value']:g}, the contract says {ln.eps:g}")
+                       f"eps = {kw['eps_value']:g}，契约是 {ln.eps:g} / eps = {kw['eps_value']:g}, the contract says "
+                       f"{ln.eps:g}")
     return combine(LN_BUGS, lambda **kw: {"out": layer_norm(x, ln.weight, ln.bias, ln.eps, **kw)}, most=3, note=note)
 
 
@@ -462,7 +519,8 @@ def subsequent_mask_variants(ref, case):
 
 # ---------------------------------------------------------------- layers
 
-def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True, norms=(1, 2), skip_from_input=False):
+def encoder_layer(ref, x, mask, residual=(True, True), pre_ln=False, use_mask=True, norms=(1, 2),
+                  skip_from_input=False):
     """The Post-LN encoder layer from ``ref``'s parts, with switches for the known wiring bugs."""
     x0, mask = x, (mask if use_mask else None)
     n1, n2 = (getattr(ref, f"norm{k}").ln for k in norms)
@@ -500,7 +558,8 @@ def decoder_layer(ref, y, memory, tgt_mask, memory_mask, residual=(True, True, T
     cmask = {"memory": memory_mask, "target": tgt_mask, None: None}[cross_mask]
     n1, n2, n3 = (getattr(ref, f"norm{k}").ln for k in norms)
     self_sub = lambda h: ref.self_attn(h, h, tgt_mask)[0]  # noqa: E731
-    cross_sub = {"memory": lambda h: ref.cross_attn(h, memory, cmask)[0], "target": lambda h: ref.cross_attn(h, h, cmask)[0],
+    cross_sub = {"memory": lambda h: ref.cross_attn(h, memory, cmask)[0],
+                 "target": lambda h: ref.cross_attn(h, h, cmask)[0],
                  "swapped": lambda h: ref.cross_attn(memory, h, cmask)[0]}[cross_source]  # swapped: queries from memory
     if pre_ln:
         y = y + self_sub(n1(y))
@@ -524,7 +583,9 @@ DECODER_BUGS = [("missing_residual", dict(residual=tuple(i != k for i in range(3
     ("cross_attn_wrong_source", dict(cross_source="target", cross_mask="target")),
     ("cross_attn_wrong_source", dict(cross_source="swapped")),
     ("residual_wrong_source", dict(skip_from_input=True)),
-] + [("shared_norm", dict(norms=norms)) for norms in _SHARED] + [("norms_swapped", dict(norms=norms)) for norms in _SWAPPED]
+]
+DECODER_BUGS += [("shared_norm", dict(norms=norms)) for norms in _SHARED]
+DECODER_BUGS += [("norms_swapped", dict(norms=norms)) for norms in _SWAPPED]
 
 
 def decoder_variants(ref, case):
@@ -579,7 +640,8 @@ TRANSFORMER_BUGS = [
 
 
 def transformer_variants(ref, case):
-    return combine(TRANSFORMER_BUGS, lambda **kw: {"logits": transformer_forward(ref, case["src"], case["tgt_in"], **kw)})
+    forward = lambda **kw: {"logits": transformer_forward(ref, case["src"], case["tgt_in"], **kw)}  # noqa: E731
+    return combine(TRANSFORMER_BUGS, forward)
 
 
 def decoder_steps(ref, ys, memory, src_mask, positions_from_zero=False):
@@ -641,7 +703,8 @@ def copy_loss_variants(ref, case):
     logits, target = case["logits"], case["tgt_out"]
     flat = (logits.reshape(-1, logits.size(-1)), target.reshape(-1))
     return [("loss_includes_pad", lambda: {"loss": F.cross_entropy(*flat)}),
-            ("loss_sum_not_mean", lambda: {"loss": F.cross_entropy(*flat, ignore_index=case["pad_id"], reduction="sum")})]
+            ("loss_sum_not_mean",
+             lambda: {"loss": F.cross_entropy(*flat, ignore_index=case["pad_id"], reduction="sum")})]
 
 
 def exact_match_variants(ref, case):
@@ -709,70 +772,96 @@ EXCEPTIONS = [
 # ---------------------------------------------------------------- LLM components (docs/CONTRACT_LLM.md)
 
 MISTAKES.update({
-    "gqa_repeat_not_interleave": ("KV 头的复制顺序错了：用了 repeat（第 h 个查询头拿到 KV 头 h % G），应是 repeat_interleave（相邻的 H/G 个查询头共用 KV 头 h // (H/G)）",
-                                  "KV heads repeated in the wrong order: repeat gives query head h the KV head h % G; use repeat_interleave (adjacent H/G query heads share KV head h // (H/G))"),
+    "gqa_repeat_not_interleave": ("KV 头的复制顺序错了：用了 repeat（第 h 个查询头拿到 KV 头 h % G），应是 "
+                                  "repeat_interleave（相邻的 H/G 个查询头共用 KV 头 h // (H/G)）",
+                                  "KV heads repeated in the wrong order: repeat gives query head h the KV head h % G; "
+                                  "use repeat_interleave (adjacent H/G query heads share KV head h // (H/G))"),
     "kv_cache_positions_reset": ("用 KV 缓存时新词元的 RoPE 位置从 0 重新算了：新词元的位置是 T_past, T_past + 1, ……",
-                                 "with a KV cache the new tokens are rotated as if they were at position 0: their positions are T_past, T_past + 1, ..."),
+                                 "with a KV cache the new tokens are rotated as if they were at position 0: their "
+                                 "positions are T_past, T_past + 1, ..."),
     "kv_cache_before_rope": ("缓存里存的是旋转之前的键：契约要求缓存存 RoPE 之后的键（之后每步不必再旋转旧键）",
-                             "the cache holds keys before RoPE: the contract caches the rotated keys (old keys are never rotated again)"),
+                             "the cache holds keys before RoPE: the contract caches the rotated keys (old keys are "
+                             "never rotated again)"),
     "rope_on_values": ("RoPE 也作用到了 V 上：只旋转 Q 和 K（位置信息只进入打分），V 不旋转",
                        "RoPE is applied to V too: rotate only Q and K (positions enter the scores), never V"),
-    "swiglu_gate_wrong_branch": ("SiLU 放错了分支：应是 down(silu(gate(x)) * up(x))，SiLU 作用在 gate_proj 上，up_proj 保持线性",
-                                 "SiLU on the wrong branch: it is down(silu(gate(x)) * up(x)), SiLU on gate_proj, up_proj stays linear"),
+    "swiglu_gate_wrong_branch": ("SiLU 放错了分支：应是 down(silu(gate(x)) * up(x))，SiLU 作用在 gate_proj 上，up_proj "
+                                 "保持线性",
+                                 "SiLU on the wrong branch: it is down(silu(gate(x)) * up(x)), SiLU on gate_proj, "
+                                 "up_proj stays linear"),
     "swiglu_sigmoid_gate": ("门用了 sigmoid（原始 GLU）：SwiGLU 的门是 SiLU(x) = x·sigmoid(x)",
                             "the gate uses sigmoid (the original GLU): SwiGLU's gate is SiLU(x) = x·sigmoid(x)"),
     "swiglu_silu_after_product": ("SiLU 作用在乘积上：应先 silu(gate(x))，再乘 up(x)",
                                   "SiLU applied to the product: take silu(gate(x)) first, then multiply by up(x)"),
     "gpt_no_final_norm": ("最后一个块之后缺少最终的 RMSNorm：Pre-LN 的残差路径从不归一化，lm_head 之前要有 norm",
-                          "the final RMSNorm after the last block is missing: a Pre-LN residual stream is never normalised, so apply norm before lm_head"),
-    "generate_cache_refeeds_prefix": ("用缓存时每一步又把整个序列喂了进去：缓存里已有前缀的键值，之后每步只喂新生成的那个词元",
-                                      "with a cache the whole sequence is fed again at every step: the cache already holds the prefix, feed only the newest token"),
+                          "the final RMSNorm after the last block is missing: a Pre-LN residual stream is never "
+                          "normalised, so apply norm before lm_head"),
+    "generate_cache_refeeds_prefix": ("用缓存时每一步又把整个序列喂了进去：缓存里已有前缀的键值，"
+                                      "之后每步只喂新生成的那个词元",
+                                      "with a cache the whole sequence is fed again at every step: the cache already "
+                                      "holds the prefix, feed only the newest token"),
     "top_k_ties_dropped": ("top-k 只按下标保留了恰好 k 个：与第 k 大并列的词元也要保留（logits >= 第 k 大的值）",
-                           "top-k kept exactly k by index: tokens tied with the k-th largest are kept too (logits >= the k-th value)"),
+                           "top-k kept exactly k by index: tokens tied with the k-th largest are kept too (logits >= "
+                           "the k-th value)"),
     "top_k_off_by_one": ("top-k 差一：保留了 k+1 或 k−1 个（第 k 大是排序后下标 k−1 的那个）",
                          "top-k off by one: k+1 or k−1 tokens kept (the k-th largest sits at sorted index k−1)"),
     "top_k_fill_zero": ("被过滤的 logit 设成了 0 而不是 -inf：softmax 后它们仍有概率",
                         "filtered logits set to 0 instead of -inf: they keep probability after the softmax"),
-    "top_p_drops_crossing_token": ("top-p 丢掉了越过 p 的那个词元：应保留累计概率首次 >= p 的最小集合（它之前的累计概率 < p 就保留）",
-                                   "top-p drops the token that crosses p: keep the smallest set whose mass is >= p (a token stays while the mass before it is < p)"),
+    "top_p_drops_crossing_token": ("top-p 丢掉了越过 p 的那个词元：应保留累计概率首次 >= p "
+                                   "的最小集合（它之前的累计概率 < p 就保留）",
+                                   "top-p drops the token that crosses p: keep the smallest set whose mass is >= p (a "
+                                   "token stays while the mass before it is < p)"),
     "top_p_not_sorted": ("top-p 的累计概率没有先按概率从大到小排序：按词表顺序累加得到的不是“最可能的词元”集合",
-                         "top-p accumulates the mass in vocabulary order: sort the probabilities in descending order first"),
+                         "top-p accumulates the mass in vocabulary order: sort the probabilities in descending order "
+                         "first"),
     "temperature_after_softmax": ("温度用在了 softmax 之后：应先用温度除 logits，再做 softmax",
-                                  "temperature applied after the softmax: divide the logits by the temperature, then take the softmax"),
+                                  "temperature applied after the softmax: divide the logits by the temperature, then "
+                                  "take the softmax"),
     "filters_order_swapped": ("top-k 和 top-p 的顺序反了：先 top-k，再在剩下的词元上做 top-p",
                               "top-k and top-p in the wrong order: top-k first, then top-p on what is left"),
     "sample_argmax": ("采样时取了 argmax：temperature > 0 时要用 torch.multinomial 从分布中抽样",
                       "argmax where sampling was asked: for temperature > 0 draw with torch.multinomial"),
     "beam_no_length_norm": ("束搜索没有做长度归一化：分数应是 logp_sum / n ** alpha，否则偏爱短输出",
-                            "beam search without length normalisation: the score is logp_sum / n ** alpha, otherwise short outputs win"),
+                            "beam search without length normalisation: the score is logp_sum / n ** alpha, otherwise "
+                            "short outputs win"),
     "beam_finished_extended": ("已经输出 EOS 的束还在继续扩展：结束的束应移出存活集合，不再扩展",
-                               "beams that emitted EOS are still extended: finished beams leave the alive set and stop"),
+                               "beams that emitted EOS are still extended: finished beams leave the alive set and "
+                               "stop"),
     "beam_norm_counts_prefix": ("长度归一化把前缀也算进了长度：n 只数生成的词元（含 EOS，不含前缀）",
-                                "the length normalisation counts the prefix: n is the number of generated tokens (EOS included, prefix excluded)"),
-    "softmax_backward_missing_sum": ("softmax 反向漏了求和项：grad_x = y * (grad_y - sum(grad_y * y))，雅可比矩阵不只是对角线",
-                                     "softmax backward misses the sum term: grad_x = y * (grad_y - sum(grad_y * y)); the Jacobian is not diagonal"),
+                                "the length normalisation counts the prefix: n is the number of generated tokens (EOS "
+                                "included, prefix excluded)"),
+    "softmax_backward_missing_sum": ("softmax 反向漏了求和项：grad_x = y * (grad_y - sum(grad_y * y))，"
+                                     "雅可比矩阵不只是对角线",
+                                     "softmax backward misses the sum term: grad_x = y * (grad_y - sum(grad_y * y)); "
+                                     "the Jacobian is not diagonal"),
     "backward_sum_wrong_axis": ("反向里的求和沿错了轴：沿 softmax 的 dim 求和（keepdim=True）",
                                 "the backward sums over the wrong axis: sum along the softmax's dim (keepdim=True)"),
-    "ln_backward_missing_mean_terms": ("LayerNorm 反向漏了均值项：grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ，两个均值项来自均值和方差对每个 x 的依赖",
-                                       "LayerNorm backward misses the mean terms: grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ, from the mean and the variance depending on every x"),
+    "ln_backward_missing_mean_terms": ("LayerNorm 反向漏了均值项：grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ，"
+                                       "两个均值项来自均值和方差对每个 x 的依赖",
+                                       "LayerNorm backward misses the mean terms: grad_x = (g - mean(g) - "
+                                       "x̂·mean(g·x̂)) / σ, from the mean and the variance depending on every x"),
     "ln_backward_missing_variance_term": ("LayerNorm 反向漏了方差项 x̂·mean(g·x̂)",
                                           "LayerNorm backward misses the variance term x̂·mean(g·x̂)"),
     "ln_backward_no_weight": ("LayerNorm 反向里 grad_x 没有乘 weight：g = grad_out * weight",
                               "LayerNorm backward: grad_x ignores the weight: g = grad_out * weight"),
     "ls_over_v_minus_1": ("标签平滑把 ε 只分给了其余 V−1 个类：PyTorch 的约定是 ε / C 分给全部 C 个类（包括正确类）",
-                          "label smoothing spreads ε over the other V−1 classes: PyTorch spreads ε / C over all C classes, the true one included"),
+                          "label smoothing spreads ε over the other V−1 classes: PyTorch spreads ε / C over all C "
+                          "classes, the true one included"),
     "ce_ignored_in_mean": ("被忽略的位置也算进了平均的分母：只对 target != ignore_index 的位置求平均",
-                           "ignored positions count in the mean's denominator: average over the positions with target != ignore_index only"),
+                           "ignored positions count in the mean's denominator: average over the positions with target "
+                           "!= ignore_index only"),
     "window_off_by_one": ("滑动窗口差一：查询 i 应看 i - window < j <= i，恰好 window 个键（含自己）",
-                          "sliding window off by one: query i sees i - window < j <= i, exactly window keys including itself"),
+                          "sliding window off by one: query i sees i - window < j <= i, exactly window keys including "
+                          "itself"),
     "window_not_causal": ("滑动窗口没有因果：未来的键也能看到；应同时满足 j <= i",
                           "the sliding window is not causal: future keys are visible; j <= i must hold too"),
     "flops_macs_not_doubled": ("把乘加当成 1 次 FLOP：一次乘加是 2 FLOPs（一次乘法、一次加法）",
                                "a multiply-add counted as 1 FLOP: it is 2 FLOPs (a multiply and an add)"),
     "flops_missing_projections": ("漏了 W_q、W_k、W_v、W_o 四个投影的 FLOPs：只算了 n² 的两项",
-                                  "the FLOPs of the projections W_q, W_k, W_v, W_o are missing: only the two n² terms are counted"),
+                                  "the FLOPs of the projections W_q, W_k, W_v, W_o are missing: only the two n² terms "
+                                  "are counted"),
     "flops_kv_heads_ignored": ("K、V 投影按 H 个头算了：GQA 的 W_k、W_v 只有 num_kv_heads · d_k 列",
-                               "the K and V projections counted with H heads: in GQA W_k and W_v have num_kv_heads · d_k columns"),
+                               "the K and V projections counted with H heads: in GQA W_k and W_v have num_kv_heads · "
+                               "d_k columns"),
     "attn_memory_one_head": ("注意力矩阵的内存漏乘了头数 H：每个头都有一个 n × n 矩阵",
                              "the attention-matrix memory misses the factor H: every head has its own n × n matrix"),
     "kv_cache_only_k": ("KV 缓存漏了因子 2：K 和 V 各存一份",
@@ -906,7 +995,8 @@ def generate_variants(ref, case):
         gen = torch.Generator().manual_seed(case["seed"])
         for _ in range(n):
             logits, caches = model.forward_cached(ys, caches)
-            ys = torch.cat([ys, _sample(logits[:, -1], kw.get("temperature", 0.0), kw.get("top_k"), kw.get("top_p"), gen)[:, None]], 1)
+            nxt = _sample(logits[:, -1], kw.get("temperature", 0.0), kw.get("top_k"), kw.get("top_p"), gen)  # (B,)
+            ys = torch.cat([ys, nxt[:, None]], 1)
         return {"tokens": ys}
 
     return [("generate_cache_refeeds_prefix", refeed)] if kw.get("use_cache", True) else []
@@ -957,12 +1047,15 @@ def sampling_probs_variants(ref, case):
 
     return [("temperature_after_softmax", lambda: after_softmax(False)),
             ("temperature_after_softmax", lambda: after_softmax(True)),
-            ("filters_order_swapped", lambda: {"probs": torch.softmax(dec.top_k_filter(dec.top_p_filter(logits / T, p), k), -1)})]
+            ("filters_order_swapped",
+             lambda: {"probs": torch.softmax(dec.top_k_filter(dec.top_p_filter(logits / T, p), k), -1)})]
 
 
 def sample_next_token_variants(ref, case):
     kw = {k: case[k] for k in ("temperature", "top_k", "top_p")}
-    run = lambda **bug: {"tokens": _sample(case["logits"], **kw, generator=torch.Generator().manual_seed(case["seed"]), **bug)}  # noqa: E731
+    def run(**bug):
+        return {"tokens": _sample(case["logits"], **kw, generator=torch.Generator().manual_seed(case["seed"]), **bug)}
+
     return [("sample_argmax", lambda: run(argmax=True)), ("temperature_after_softmax", lambda: run(after_softmax=True))]
 
 
@@ -994,7 +1087,7 @@ def beam_search_variants(ref, case):
 
 
 def softmax_backward_variants(ref, case):
-    y, g, dim = case["y"], case["grad_y"], case["dim"]
+    y, g = case["y"], case["grad_y"]
     return [("softmax_backward_missing_sum", lambda: {"grad_x": y * g}),
             ("softmax_backward_missing_sum", lambda: {"grad_x": y * (1 - y) * g}),
             ("backward_sum_wrong_axis", lambda: {"grad_x": y * (g - (g * y).sum(-1, keepdim=True))})]
@@ -1009,7 +1102,9 @@ def layer_norm_backward_variants(ref, case):
 
     def run(mean_term=True, var_term=True, weight=True):
         g = go * w if weight else go
-        gx = g - (g.mean(-1, keepdim=True) if mean_term else 0) - (x_hat * (g * x_hat).mean(-1, keepdim=True) if var_term else 0)
+        mean_part = g.mean(-1, keepdim=True) if mean_term else 0
+        var_part = x_hat * (g * x_hat).mean(-1, keepdim=True) if var_term else 0
+        gx = g - mean_part - var_part
         return {"grad_x": gx / sigma, **grads}
 
     return [("ln_backward_missing_mean_terms", lambda: run(mean_term=False, var_term=False)),
@@ -1057,12 +1152,14 @@ def attention_cost_variants(ref, case):
         proj = mac * n * d * (2 * d + 2 * kv_heads * d_k) if projections else 0
         return {"flops": B * (proj + 2 * mac * n * n * H * d_k), "attn_bytes": B * heads * n * n * b}
 
-    return [("flops_macs_not_doubled", lambda: run(mac=1)), ("flops_missing_projections", lambda: run(projections=False)),
+    return [("flops_macs_not_doubled", lambda: run(mac=1)),
+            ("flops_missing_projections", lambda: run(projections=False)),
             ("flops_kv_heads_ignored", lambda: run(kv_heads=H)), ("attn_memory_one_head", lambda: run(heads=1))]
 
 
 def kv_cache_bytes_variants(ref, case):
-    L, G, d, T, B, b = (case[k] for k in ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element"))
+    keys = ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element")
+    L, G, d, T, B, b = (case[k] for k in keys)
     return [("kv_cache_only_k", lambda: {"bytes": L * G * d * T * B * b}),
             ("kv_cache_one_layer", lambda: {"bytes": 2 * G * d * T * B * b})]
 

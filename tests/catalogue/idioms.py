@@ -112,7 +112,8 @@ def scaled_dot_product_attention(
 ''')
 
 idiom("sdpa_additive_bert_mask", "01_attention", "scaled_dot_product_attention",
-      "additive float mask (1 - mask) * -1e4 as in BERT, torch.matmul, math.sqrt, multiply by the mask after softmax", r'''
+      "additive float mask (1 - mask) * -1e4 as in BERT, torch.matmul, math.sqrt, multiply by the mask after "
+      "softmax", r'''
 def scaled_dot_product_attention(Q, K, V, mask=None, dropout_p=0.0, training=False):
     d_k = K.shape[-1]
     scores = torch.matmul(Q, K.transpose(-1, -2)) / math.sqrt(d_k)     # (..., T_q, T_k)
@@ -401,7 +402,8 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
         self.dropout = nn.Dropout(p=dropout)
-        self.register_buffer("pe", SinusoidTable(d_model)[:max_len].unsqueeze(0), persistent=True)  # (1, max_len, d_model)
+        table = SinusoidTable(d_model)[:max_len].unsqueeze(0)  # (1, max_len, d_model)
+        self.register_buffer("pe", table, persistent=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[1]
@@ -453,7 +455,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.dropout(self.activation(self.fc1(x))))       # (..., d_model) -> (..., d_ff) -> (..., d_model)
+        return self.fc2(self.dropout(self.activation(self.fc1(x))))  # (..., d_model) -> (..., d_ff) -> (..., d_model)
 
     def describe(self) -> str:
         buf = io.StringIO()
@@ -488,7 +490,8 @@ class FeedForward(nn.Module):
 
 idiom("ffn_dataclass_partial_reset_parameters", "04_ffn_layernorm", "FeedForward",
       "import dataclasses and functools, a frozen @dataclass config with __post_init__ validation, "
-      "functools.partial(F.gelu, approximate='none'), reset_parameters override, extra_repr from dataclasses.asdict", r'''
+      "functools.partial(F.gelu, approximate='none'), reset_parameters override, extra_repr from "
+      "dataclasses.asdict", r'''
 import dataclasses
 import functools
 
@@ -805,7 +808,7 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2, self.norm3 = ResidualLayerNorm(d_model), ResidualLayerNorm(d_model), ResidualLayerNorm(d_model)
+        self.norm1, self.norm2, self.norm3 = (ResidualLayerNorm(d_model) for _ in range(3))
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, y, memory, tgt_mask=None, memory_mask=None):
@@ -891,8 +894,10 @@ class Transformer(nn.Module):
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
         self.pos_enc = PositionalEncoding(d_model, max_len=max_len, dropout=dropout)
-        self.encoder_layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
-        self.decoder_layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.encoder_layers = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.decoder_layers = nn.ModuleList(
+            [DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
         self.out_proj = nn.Linear(d_model, tgt_vocab)
         for name, p in self.named_parameters():
             if p.dim() > 1:
@@ -950,8 +955,10 @@ class Transformer(nn.Module):
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
         self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder_layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
-        self.decoder_layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.encoder_layers = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.decoder_layers = nn.ModuleList(
+            [DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
         self.out_proj = nn.Linear(d_model, tgt_vocab)
         for p in self.parameters():
             if p.dim() > 1:
@@ -1095,7 +1102,7 @@ def make_copy_batch(batch_size: int, vocab_size: int, min_len: int, max_len: int
     content = torch.randint(3, vocab_size, (batch_size, max_len + 1), generator=generator)    # (B, max_len + 1)
     pos = torch.arange(max_len + 1).expand(batch_size, -1)                                     # (B, max_len + 1)
     src = torch.where(pos < lengths, content, torch.where(pos == lengths, EOS_ID, PAD_ID))
-    shifted = content.roll(1, dims=1)                                                          # shifted[:, p] = content[:, p - 1]
+    shifted = content.roll(1, dims=1)  # shifted[:, p] = content[:, p - 1]
     tgt_in = torch.where(pos == 0, BOS_ID, torch.where(pos <= lengths, shifted, PAD_ID))
     return src, tgt_in, src.clone()
 ''')
@@ -1533,8 +1540,10 @@ class Transformer(nn.Module):
         self.src_embed = nn.Embedding(src_vocab, d_model, padding_idx=pad_id)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model, padding_idx=pad_id)
         self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder_layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
-        self.decoder_layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.encoder_layers = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.decoder_layers = nn.ModuleList(
+            [DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
         self.out_proj = nn.Linear(d_model, tgt_vocab)
         for p in self.parameters():
             if p.dim() > 1:
@@ -1592,8 +1601,10 @@ class Transformer(nn.Module):
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
         self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder_layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
-        self.decoder_layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.encoder_layers = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+        self.decoder_layers = nn.ModuleList(
+            [DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
         self.out_proj = nn.Linear(d_model, tgt_vocab)
         for p in self.parameters():
             if p.dim() > 1:

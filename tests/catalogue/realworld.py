@@ -462,7 +462,8 @@ def _transformer(encoder=EncoderLayer, decoder=DecoderLayer, clones=True):
 
 
 TransformerListTimesN = _named(_transformer(clones=False), "TransformerListTimesN")
-TransformerAnnotatedLayers = _named(_transformer(AnnotatedEncoderLayer, AnnotatedDecoderLayer), "TransformerAnnotatedLayers")
+TransformerAnnotatedLayers = _named(_transformer(AnnotatedEncoderLayer, AnnotatedDecoderLayer),
+                                    "TransformerAnnotatedLayers")
 
 
 class TransformerPadMaskSquare(Transformer):
