@@ -56,10 +56,12 @@ def test_answer_key_cells_match_the_lesson(name):
     key_path = ROOT / "solutions" / "answer_keys" / f"{name}.ipynb"
     assert key_path.exists(), f"{key_path.relative_to(ROOT)} missing -- run `make build`"
     key, fresh_key = read_nb(key_path), build.answer_key_notebook(name)
-    assert [c.cell_type for c in key.cells] == [c.cell_type for c in fresh_key.cells]
+    stale = (f"{name}: the answer key is stale -- rebuild it with execution: "
+             f"`.venv/bin/python tools/build.py --only {name}` (or `make build`; --no-execute leaves it as it was)")
+    assert [c.cell_type for c in key.cells] == [c.cell_type for c in fresh_key.cells], stale
     for k, s in zip(key.cells, fresh_key.cells):
-        assert k.source == s.source, f"{name}: answer key cell {s.get('id')} is stale -- run `make build`"
-        assert k.metadata == s.metadata, f"{name}: answer key cell {s.get('id')} metadata differs"
+        assert k.source == s.source, f"{stale} (cell {s.get('id')})"
+        assert k.metadata == s.metadata, f"{stale} (cell {s.get('id')} metadata)"
     code_outputs = [o for c in key.cells if c.cell_type == "code" for o in c.outputs]
     assert code_outputs, f"{name}: the answer key has no outputs; was it built with --no-execute?"
 

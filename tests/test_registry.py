@@ -108,6 +108,9 @@ def checklist(components, ev):
                             "to tests/catalogue/wrong_*.py")
             if check not in ev.right:
                 todo.append(f"{where}: add a right alternative for check {check!r} to tests/catalogue/right_*.py")
+        if c.mistakes and not any(check in mistakes.VARIANTS for check in c.checks):
+            todo.append(f"{where}: compute its mistakes' wrong outputs in tutor/mistakes.py "
+                        f"(VARIANTS[{c.checks[0] if c.checks else c.name!r}]: (reference, case) -> [(id, thunk)])")
         for mid in c.mistakes:
             if mid not in mistakes.MISTAKES:
                 todo.append(f"{where}: explain mistake {mid!r} in tutor/mistakes.py (MISTAKES, 中文 and English)")
@@ -157,7 +160,8 @@ def test_a_new_name_without_its_pieces_is_caught(evidence):
                    "write its check: @register('frobnicate') in tutor/checks.py",
                    "add a wrong implementation its check 'frobnicate' fails",
                    "add a right alternative for check 'frobnicate'",
-                   "explain mistake 'frobnicate_off_by_one' in tutor/mistakes.py"):
+                   "explain mistake 'frobnicate_off_by_one' in tutor/mistakes.py",
+                   "compute its mistakes' wrong outputs in tutor/mistakes.py (VARIANTS['frobnicate']"):
         assert needed in missing, f"the checklist does not ask to {needed!r}:\n{missing}"
 
 
@@ -192,6 +196,8 @@ def test_a_lesson_exercise_the_registry_does_not_know_is_caught(evidence):
 # ---------------------------------------------------------------- derived tables
 
 def test_the_exports_are_the_registry():
+    missing = [c.name for c in contract.COMPONENTS if c.name not in solutions.__all__]
+    assert not missing, f"registered but defined nowhere in solutions/: {missing} (see the checklist test)"
     assert solutions.__all__ == [c.name for c in contract.COMPONENTS]
 
 
