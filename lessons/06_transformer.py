@@ -61,11 +61,11 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # ## 1. 整体结构
 #
 # ```
-#  src (B, T_s) ─ src_embed × √d ─ + PE ─┬─ EncoderLayer × N ──────────── memory (B, T_s, d)
-#                                        │   (mask: pad(src))                      │
-#                                        │                                         ▼ K, V
-#  tgt_in (B, T_t) ─ tgt_embed × √d ─ + PE ─ DecoderLayer × N ─ out_proj ─ logits (B, T_t, V_tgt)
-#                                           (self: pad(tgt_in) & causal; cross: pad(src))
+#  src (B, T_s) ─ src_embed × √d ─ + PE ─ EncoderLayer × N ─ memory (B, T_s, d)
+#                                         (mask: pad(src))      │ K, V
+#                                                               ▼
+#  tgt_in (B, T_t) ─ tgt_embed × √d ─ + PE ────────────── DecoderLayer × N ─ out_proj ─ logits (B, T_t, V_tgt)
+#                                             (self: pad(tgt_in) & causal; cross: pad(src))
 # ```
 #
 # - **编码器**把源序列整句编码成 memory，只算一次；
@@ -466,7 +466,8 @@ try:
                        title="Greedy decoding on one untrained model (d_model=128, N=2, B=4): plain vs KV cache")
     plt.show()
 except NotImplementedError:
-    print(FINISH_FIRST)
+    print("计时需要第 6 节的 greedy_decode 和本节选做的 greedy_decode_cached / "
+          "the timing needs greedy_decode (section 6) and this section's optional greedy_decode_cached")
 
 # %% [markdown]
 # 生成的 token 越多，加速越明显：不带缓存时第 $t$ 步要算 $O(t\,d^2 + t^2 d)$（重算整个前缀的投影、FFN 和注意力），

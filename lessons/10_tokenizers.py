@@ -129,12 +129,13 @@ for name, (a, b) in (("BPE", max(pairs, key=pairs.get)), ("WordPiece", wordpiece
           f"score {pairs[a, b] / (units[a] * units[b]):.3f})")
 
 # %% [markdown]
-# BPE 选最常见的 `e + s`（9 次）；WordPiece 选 `i + d`：它只出现 3 次，但 `i` 和 `d` 各自也只出现 3 次，每次都在一起。
+# BPE 选最常见的 `e + s`（9 次，与 `s + t` 并列，按第 2 节的规则取先出现的一对）；
+# WordPiece 选 `i + d`：它只出现 3 次，但 `i` 和 `d` 各自也只出现 3 次，每次都在一起。
 
 # %% [markdown]
 # ## 4. SentencePiece 与 Unigram 语言模型
 #
-# **SentencePiece**（T5、LLaMA 1/2）不需要先按空格切词，把原始文本（包括空格，写成 `▁`）整个当作字符序列，
+# **SentencePiece**（T5、LLaMA 1/2）不需要先按空格切词，把原始文本（包括空格，写成 `▁`：U+2581，不是下划线）整个当作字符序列，
 # 所以中文、日文这类没有空格的语言也能直接用，解码时原样还原空格。它支持两种算法：BPE，以及 **Unigram 语言模型**
 # （从一个很大的候选词表出发，反复删掉对语料似然影响最小的 token；编码时用 Viterbi 找概率最大的切分）。T5 用 Unigram，LLaMA 1/2 用 BPE。
 
