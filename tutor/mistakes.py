@@ -198,8 +198,9 @@ MISTAKES = {
                           "one side gets no positional encoding: both the source and the target embeddings go through "
                           "pos_enc"),
     # decoding and the copy task
-    "greedy_no_eos_stop": ("贪心解码没有在所有行都输出 EOS 后停止（或 EOS 之后没有补 PAD）",
-                           "greedy decoding does not stop once every row has emitted EOS (or does not pad after EOS)"),
+    "greedy_no_eos_stop": ("贪心解码没有在所有行都输出 EOS 后停止：每步之后检查，全部结束就跳出循环",
+                           "greedy decoding does not stop once every row has emitted EOS: check after each step and "
+                           "leave the loop when all rows are done"),
     "greedy_no_pad_after_eos": ("已经输出 EOS 的行之后应该填 pad_id，而不是继续生成",
                                 "rows that have emitted EOS must continue with pad_id, not with more generated tokens"),
     "greedy_no_bos": ("解码结果应以 bos_id 开头：形状 (B, ≤ 1 + max_new_tokens)",
@@ -681,7 +682,7 @@ def greedy_variants(ref, case):
     args = (case["src"], case["bos_id"], case["eos_id"], case["max_new_tokens"])
     run = lambda **kw: {"tokens": greedy(ref, *args, **kw)}  # noqa: E731
     return [("greedy_no_eos_stop", lambda: run(stop=False)),
-            ("greedy_no_eos_stop", lambda: run(stop=False, pad_finished=False)),
+            (("greedy_no_eos_stop", "greedy_no_pad_after_eos"), lambda: run(stop=False, pad_finished=False)),
             ("greedy_no_pad_after_eos", lambda: run(pad_finished=False)),
             ("greedy_no_bos", lambda: run(keep_bos=False)),
             ("greedy_first_position", lambda: run(position=0))]
@@ -693,7 +694,7 @@ def greedy_cached_variants(ref, case):
     return [("kv_cache_pe_position_zero", lambda: run(positions_from_zero=True)),
             ("greedy_no_pad_after_eos", lambda: run(pad_finished=False)),
             ("greedy_no_eos_stop", lambda: run(stop=False)),
-            ("greedy_no_eos_stop", lambda: run(stop=False, pad_finished=False)),
+            (("greedy_no_eos_stop", "greedy_no_pad_after_eos"), lambda: run(stop=False, pad_finished=False)),
             ("memory_mask_missing", lambda: run(memory_mask=False))]
 
 
