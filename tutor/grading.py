@@ -167,8 +167,7 @@ def explain(grade_id, exc, tb):
     if isinstance(exc, NotImplementedError) and not in_test:
         stub = inner_frame.f_code.co_qualname
         exercise = stub.split(".")[0]
-        return (f"❌ {grade_id}: 请先完成练习 {exercise} / finish exercise {exercise} first "
-                f"({stub} 还是占位代码 / is still a stub)")
+        return FINISH_FIRST_LINE.format(name=grade_id, exercise=exercise) + f" ({stub} 还是占位代码 / is still a stub)"
     if isinstance(exc, AssertionError) and in_test:
         return f"❌ {grade_id}: {_short(exc) or '断言失败 / assertion failed'}{where}"
     if in_test:
