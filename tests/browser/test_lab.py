@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 
+import nbformat
 import numpy as np
 import pytest
 from PIL import Image
@@ -43,11 +44,14 @@ def quiet_server(browser, lab):  # browser first: without one, skip before start
 
 
 def open_notebook(page, lab, path):
-    """Open ``path`` (relative to the server root) in a fresh layout; wait for an idle kernel."""
+    """Open ``path`` (relative to the server root) in a fresh layout; wait for an idle kernel and for
+    every cell of the file to be on the page (JupyterLab renders a long notebook's cells in batches)."""
     page.goto(lab.url(f"lab/tree/{path}"))
     notebook = page.locator(NB)
     notebook.wait_for()
     page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
+    cells = len(nbformat.read(lab.root() / path, as_version=4).cells)
+    notebook.locator(".jp-Cell").nth(cells - 1).wait_for(state="attached", timeout=RUN_S)
     return notebook
 
 
