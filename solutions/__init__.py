@@ -6,15 +6,19 @@ object marks the part a learner writes with ``### BEGIN SOLUTION`` / ``### END S
 copies its source into the lesson notebooks.
 """
 from importlib import import_module
+from importlib.util import find_spec
 
 from contract import COMPONENTS
 
 
 def _load():
     """{name: object} for every registered component its module defines. A registered name that is
-    not defined yet is left out (tests/test_registry.py says where to define it)."""
+    not defined yet, or whose module does not exist yet, is left out (tests/test_registry.py says
+    where to define it)."""
     found = {}
     for c in COMPONENTS:
+        if find_spec(f"{__name__}.{c.module}") is None:
+            continue
         module = import_module(f"{__name__}.{c.module}")
         if hasattr(module, c.name):
             found[c.name] = getattr(module, c.name)

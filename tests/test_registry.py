@@ -8,6 +8,8 @@ import ast
 import dataclasses
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +259,14 @@ def test_tables_keyed_by_check_name_only_registered_checks():
     for table in ("PARTS", "OUTPUTS", "FORWARD"):
         unknown = set(getattr(checks, table)) - set(contract.CHECK_NAMES)
         assert not unknown, f"tutor.checks.{table} has keys no registered check has: {sorted(unknown)}"
+
+
+def test_registering_first_does_not_break_importing_solutions():
+    """Step 1 of the checklist registers a name before its module exists: `import solutions` (and
+    so this checklist) must still work and simply leave the name out."""
+    code = ("import contract\n"
+            "contract.COMPONENTS += (contract.Component('route', '11', 'moe', 'graded', 'a router', 'x'),)\n"
+            "import solutions\n"
+            "assert 'route' not in solutions.__all__ and 'MultiHeadAttention' in solutions.__all__\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=build.ROOT)
+    assert proc.returncode == 0, proc.stderr
