@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import contract
@@ -270,3 +271,29 @@ def test_registering_first_does_not_break_importing_solutions():
             "assert 'route' not in solutions.__all__ and 'MultiHeadAttention' in solutions.__all__\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=build.ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+def _cells(*sources, exercise=None):
+    cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    if exercise:
+        cells.append(nbformat.v4.new_code_cell("", metadata={"exercise": exercise}))
+    return cells
+
+
+def test_provided_earlier_counts_only_what_the_lesson_itself_defines():
+    """A name bound inside a function is no definition of the lesson's; a top-level def is; the
+    lesson's own exercises (a drill of an earlier component) are never provided."""
+    local = build.earlier_components("06_x", _cells("def helper(x):\n    EncoderLayer = x\n    return EncoderLayer",
+                                                    "model = Transformer(5, 5)"))
+    assert "EncoderLayer" in local
+    own = build.earlier_components("06_x", _cells("def make_pad_mask(tokens, pad_id=0):\n    return tokens",
+                                                  "mask = make_pad_mask(None)\nlayer = EncoderLayer(8, 2, 16)"))
+    assert "make_pad_mask" not in own and "EncoderLayer" in own
+    drill = build.earlier_components("09_x", _cells("x = 1", exercise="MultiHeadAttention"))
+    assert drill == ["scaled_dot_product_attention"]
+
+
+def test_provided_code_needing_an_unbound_constant_stops_the_build():
+    with pytest.raises(build.LessonError, match=r"uses \['PAD_ID'\]; bind them in the setup cell"):
+        build.earlier_components("08_x", _cells("loss = copy_loss(None, None)"))
+    assert build.earlier_components("08_x", _cells("PAD_ID = 0", "loss = copy_loss(None, None)")) == ["copy_loss"]

@@ -137,32 +137,63 @@ def split_names(value, key, lesson):
     return names
 
 
-def _names(code):
-    """(names read, names bound) by ``code``, a cell's source (IPython magics and shell lines skipped)."""
-    lines = [line for line in code.split("\n") if not line.lstrip().startswith(("%", "!"))]
-    nodes = [n for n in ast.walk(ast.parse("\n".join(lines))) if isinstance(n, ast.Name)]
-    return ({n.id for n in nodes if isinstance(n.ctx, ast.Load)},
-            {n.id for n in nodes if not isinstance(n.ctx, ast.Load)})
+def _parse_cell(code):
+    """A cell's source as an AST (IPython magics and shell lines skipped)."""
+    return ast.parse("\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!"))))
+
+
+def _top_level_bindings(tree):
+    """Names a cell binds in the notebook's namespace: assignment, for and with targets, def, class
+    and import names at top level (inside top-level if/for/while/try/with too), not inside a def."""
+    bound, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            continue
+        targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target],
+                   ast.AugAssign: lambda n: [n.target], ast.For: lambda n: [n.target],
+                   ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars]}
+        for kind, get in targets.items():
+            if isinstance(node, kind):
+                bound.update(t.id for target in get(node) for t in ast.walk(target) if isinstance(t, ast.Name))
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo += getattr(node, field, [])
+    return bound
 
 
 def earlier_components(name, cells):
     """What ``provided="earlier"`` stands for: every component of an earlier chapter (the contract
     registry) that the lesson's code uses, directly or through another such component, in teaching
-    order. A name the lesson binds itself is its own, not a use."""
+    order. What the lesson defines itself is its own, not provided: its exercises (drills included)
+    and the names its plain cells bind at top level. A constant the provided code needs must be bound
+    by the lesson (its setup cell), or the build stops."""
     earlier = [c.name for c in contract.COMPONENTS if c.chapter < name[:2] and c.kind != "constant"]
-    used, bound = set(), set()
+    constants = {c.name for c in contract.COMPONENTS if c.kind == "constant"}
+    used, own = set(), set()
     for cell in cells:
         if cell.cell_type != "code" or cell.metadata.get("provided") == EARLIER:
             continue
         code = cell.source
         for key in ("exercise", "provided"):
             if key in cell.metadata:
-                code += "\n" + "\n".join(reference_source(n, name, keep_markers=False)
-                                          for n in split_names(cell.metadata[key], key, name))
-        loads, stores = _names(code)
-        used |= loads
-        bound |= stores if "exercise" not in cell.metadata and "provided" not in cell.metadata else set()
-    return contract.with_dependencies(used - bound, lambda n: reference_source(n, name, False), among=earlier)
+                names = split_names(cell.metadata[key], key, name)
+                own |= set(names) if key == "exercise" else set()
+                code += "\n" + "\n".join(reference_source(n, name, keep_markers=False) for n in names)
+        tree = _parse_cell(code)
+        used |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if "exercise" not in cell.metadata and "provided" not in cell.metadata:
+            own |= _top_level_bindings(tree)
+    names = contract.with_dependencies(used - own, lambda n: reference_source(n, name, False), among=earlier)
+    needed = {n.id for c in names for n in ast.walk(ast.parse(reference_source(c, name, False)))
+              if isinstance(n, ast.Name) and n.id in constants}
+    if needed - own:
+        raise LessonError(f"{name}: the provided code uses {sorted(needed - own)}; bind them in the setup cell "
+                          f"(e.g. {', '.join(sorted(needed - own))} = ... as in solutions)")
+    return names
 
 
 def parse_check(value, lesson):
