@@ -31,8 +31,9 @@ class Component:
     ``signature``/``methods``: parameters as ``inspect`` prints them without ``self`` (tested
     against the reference). ``checks``: the ``tutor.checks`` checks that prove it (a method can have
     its own, e.g. ``greedy_decode``); ``tested_by``: for an exercise without a check, the grade_id
-    of the graded cell whose visible tests judge it. ``mistakes``: the classic mistakes its check
-    names (each must be caught by a wrong-catalogue entry; a drill reveals them)."""
+    of the graded cell whose visible tests judge it. ``mistakes``: the classic mistakes its checks
+    name, every one the wrong catalogue proves (tests/test_registry.py holds both ways; a drill
+    reveals them)."""
     name: str
     chapter: str
     module: str
@@ -69,7 +70,7 @@ COMPONENTS = (
        mistakes=("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
                  "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool")),
     _c("ScaledDotProductAttention", "01", "attention", "graded", "the same as an `nn.Module` (dropout as a module)",
-       "dropout=0.0", methods={"forward": "Q, K, V, mask=None"}),
+       "dropout=0.0", methods={"forward": "Q, K, V, mask=None"}, mistakes=("no_scale",)),
     # 02 multi-head attention
     _c("MultiHeadAttention", "02", "mha", "graded",
        "projections `W_q, W_k, W_v, W_o`, heads split and merged "
@@ -123,7 +124,8 @@ COMPONENTS = (
        "src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, dropout=0.1, max_len=512, pad_id=0",
        methods={"encode": "src", "decode": "tgt_in, memory, src_mask=None", "forward": "src, tgt_in",
                 "greedy_decode": "src, bos_id, eos_id, max_new_tokens"},
-       checks=("Transformer",), mistakes=("embed_not_scaled",)),
+       checks=("Transformer",), mistakes=("embed_not_scaled", "src_mask_missing", "memory_mask_missing",
+                                          "causal_missing", "causal_next_visible")),
     _c("greedy_decode", "06", "transformer", "graded",
        "greedy decoding from BOS: arg-max at the last position, `pad_id` after a row's EOS, stops once every row "
        "has emitted EOS -> LongTensor (B, <= 1 + max_new_tokens)", "model, src, bos_id, eos_id, max_new_tokens",
@@ -171,10 +173,11 @@ COMPONENTS = (
        mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
     _c("GPTBlock", "08", "llm", "graded", "Pre-RMSNorm block: GQA then SwiGLU, each with a residual",
        "d_model, num_heads, num_kv_heads, d_ff, dropout=0.0, rope_base=10000.0, eps=1e-06",
-       methods={"forward": "x, mask=None, cache=None"}),
+       methods={"forward": "x, mask=None, cache=None"}, mistakes=("post_ln_instead_of_pre",)),
     _c("GPT", "08", "llm", "graded", "decoder-only language model -> logits (B, T, vocab_size)",
        "vocab_size, d_model=64, num_heads=4, num_kv_heads=2, d_ff=172, num_layers=2, max_len=256, dropout=0.0, "
-       "tie_weights=False, rope_base=10000.0", methods={"forward": "idx", "forward_cached": "idx, caches=None"}),
+       "tie_weights=False, rope_base=10000.0", methods={"forward": "idx", "forward_cached": "idx, caches=None"},
+       mistakes=("causal_missing", "gpt_no_final_norm")),
     _c("top_k_filter", "08", "decoding", "graded", "logits outside the k largest set to -inf", "logits, k",
        mistakes=("top_k_fill_zero", "top_k_ties_dropped", "top_k_off_by_one")),
     _c("top_p_filter", "08", "decoding", "graded", "logits outside the smallest nucleus of mass p set to -inf",
@@ -193,7 +196,7 @@ COMPONENTS = (
        "model, src"),
     _c("beam_search", "08", "decoding", "graded", "beam search with finished beams kept and a length penalty",
        "step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0",
-       mistakes=("beam_finished_extended", "beam_no_length_norm")),
+       mistakes=("beam_finished_extended", "beam_no_length_norm", "beam_norm_counts_prefix")),
     _c("kv_cache_bytes", "08", "llm", "graded", "bytes of a KV cache: 2 (K and V) x layers x KV heads x ...",
        "num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2",
        mistakes=("kv_cache_one_layer", "kv_cache_only_k")),
@@ -203,12 +206,13 @@ COMPONENTS = (
        "T, window, device=None", mistakes=("window_not_causal", "window_off_by_one")),
     _c("attention_flops_and_memory", "09", "llm", "graded", "FLOPs and bytes of naive attention",
        "n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4",
-       mistakes=("attn_memory_one_head", "flops_macs_not_doubled")),
+       mistakes=("attn_memory_one_head", "flops_macs_not_doubled", "flops_kv_heads_ignored",
+                 "flops_missing_projections")),
     _c("softmax_backward", "09", "backward", "graded", "dL/dx of a softmax from its output and dL/dy",
        "y, grad_y, dim=-1", mistakes=("backward_sum_wrong_axis", "softmax_backward_missing_sum")),
     _c("layer_norm_backward", "09", "backward", "graded", "dL/dx, dL/dweight, dL/dbias of LayerNorm",
        "x, weight, grad_out, eps=1e-05",
-       mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term")),
+       mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term", "ln_backward_no_weight")),
     _c("cross_entropy", "09", "backward", "graded", "cross-entropy with `ignore_index` and label smoothing",
        "logits, target, ignore_index=-100, label_smoothing=0.0", mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1")),
 )

@@ -120,6 +120,10 @@ def checklist(components, ev):
             if not any(name in c.checks and named == mid for name, named in ev.wrong):
                 todo.append(f"{where}: add a wrong implementation its check names {mid!r} "
                             "to tests/catalogue/wrong_*.py")
+    for check in {k for c in components for k in c.checks}:
+        listed = {m for c in components if check in c.checks for m in c.mistakes}
+        todo += [f"check {check!r}: the wrong catalogue proves it names {mid!r}; add it to a component's mistakes "
+                 "in contract/__init__.py" for mid in sorted({m for k, m in ev.wrong if k == check and m} - listed)]
     for lesson, found in ev.lessons.items():
         for name in found["exercises"]:
             if name not in registered:
@@ -297,3 +301,17 @@ def test_provided_code_needing_an_unbound_constant_stops_the_build():
     with pytest.raises(build.LessonError, match=r"uses \['PAD_ID'\]; bind them in the setup cell"):
         build.earlier_components("08_x", _cells("loss = copy_loss(None, None)"))
     assert build.earlier_components("08_x", _cells("PAD_ID = 0", "loss = copy_loss(None, None)")) == ["copy_loss"]
+
+
+def test_contract_llm_names_the_registered_mistakes_of_each_check():
+    """docs/CONTRACT_LLM.md's table of checks explains more than the registry (what each check calls,
+    its cases); its named mistakes must include the registry's and be explained mistakes."""
+    text = (Path(build.ROOT) / "docs" / "CONTRACT_LLM.md").read_text(encoding="utf-8")
+    table = text[text.index("## Checks"):]
+    rows = re.findall(r"^\| `(\w+)` \|.*\| ([^|]*) \|$", table, re.MULTILINE)
+    assert rows
+    for check, named in rows:
+        listed = set(re.findall(r"`(\w+)`", named))
+        registered = {m for c in contract.COMPONENTS if check in c.checks for m in c.mistakes}
+        assert registered <= listed, f"docs/CONTRACT_LLM.md, check {check}: add {sorted(registered - listed)}"
+        assert listed <= set(mistakes.MISTAKES), f"docs/CONTRACT_LLM.md, check {check}: {sorted(listed)}"

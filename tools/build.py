@@ -485,17 +485,20 @@ def contract_doc():
              "     run `make build`; tests/test_registry.py fails when this file differs. -->", "",
              "Every name `solutions` exports, where it is taught and what a learner's version must honour.",
              "Kinds: " + "; ".join(f"**{k}**: {v}" for k, v in contract.KINDS.items()) + ".",
+             "A classic mistake's explanation, in 中文 and English, is `tutor.mistakes.MISTAKES[id]`.",
              "Shapes are batch-first; a boolean mask is True where attention is allowed. The LLM components'",
              "conventions are explained in docs/CONTRACT_LLM.md.", ""]
     titles = {n[:2]: n for n in lesson_names()}
     for number in sorted({c.chapter for c in contract.COMPONENTS}):
-        lines += [f"## {titles.get(number, number)}", "", "| name | kind | signature | contract | proven by |",
-                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"## {titles.get(number, number)}", "",
+                  "| name | kind | signature | contract | proven by | classic mistakes it names |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for c in contract.chapter(number):
             proof = ", ".join(f"check `{k}`" for k in c.checks) or (f"`{c.tested_by}`" if c.tested_by else "")
             signature = f"`({c.signature})`" if c.signature is not None else ""
-            lines.append(f"| `{c.name}` | {c.kind} | {signature} | {c.summary} | {proof} |")
-            lines += [f"| `{c.name}.{m}` | | `({sig})` | | |" for m, sig in c.methods.items()]
+            named = ", ".join(f"`{m}`" for m in c.mistakes)
+            lines.append(f"| `{c.name}` | {c.kind} | {signature} | {c.summary} | {proof} | {named} |")
+            lines += [f"| `{c.name}.{m}` | | `({sig})` | | | |" for m, sig in c.methods.items()]
         lines.append("")
     return "\n".join(lines)
 

@@ -46,9 +46,9 @@ class Drill:
 
     @property
     def mistakes(self):
-        """The classic mistakes its check names (the contract registry; tests/test_drills.py ties
-        them to the catalogue)."""
-        return contract.get(self.name).mistakes
+        """The classic mistakes its check names: those of every component it proves (the contract
+        registry; tests/test_registry.py ties them to the catalogue)."""
+        return tuple(dict.fromkeys(m for name in self.objects for m in contract.get(name).mistakes))
 
     @property
     def objects(self):
