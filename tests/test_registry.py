@@ -125,9 +125,15 @@ def checklist(components, ev):
         todo += [f"check {check!r}: the wrong catalogue proves it names {mid!r}; add it to a component's mistakes "
                  "in contract/__init__.py" for mid in sorted({m for k, m in ev.wrong if k == check and m} - listed)]
     for lesson, found in ev.lessons.items():
+        for name in found["drills"]:
+            if name not in registered or not by_name[name].exercise:
+                todo.append(f"{name}: a drill of lessons/{lesson}.py that is no registered exercise")
         for name in found["exercises"]:
             if name not in registered:
                 todo.append(f"{name}: lessons/{lesson}.py has an exercise the registry does not know; register it")
+            elif not by_name[name].exercise:
+                todo.append(f"{name}: an exercise of lessons/{lesson}.py, registered as {by_name[name].kind!r}; "
+                            "make it graded or bonus")
             elif by_name[name].chapter != lesson[:2]:
                 todo.append(f"{name}: an exercise of lessons/{lesson}.py, registered in chapter "
                             f"{by_name[name].chapter}; fix its chapter")
@@ -315,3 +321,17 @@ def test_contract_llm_names_the_registered_mistakes_of_each_check():
         registered = {m for c in contract.COMPONENTS if check in c.checks for m in c.mistakes}
         assert registered <= listed, f"docs/CONTRACT_LLM.md, check {check}: add {sorted(registered - listed)}"
         assert listed <= set(mistakes.MISTAKES), f"docs/CONTRACT_LLM.md, check {check}: {sorted(listed)}"
+
+
+def test_an_exercise_registered_as_provided_is_caught(evidence):
+    provided = tuple(dataclasses.replace(c, kind="provided", checks=()) if c.name == "RMSNorm" else c
+                     for c in contract.COMPONENTS)
+    assert "RMSNorm: an exercise of lessons/04_ffn_layernorm.py, registered as 'provided'; make it graded or bonus" \
+        in added(provided, evidence, evidence)
+
+
+def test_a_lesson_check_cell_must_name_a_registered_check():
+    assert build.parse_check("MultiHeadAttention:MultiHeadAttention", "02_multihead") == (
+        "MultiHeadAttention", "MultiHeadAttention")
+    with pytest.raises(build.LessonError, match="names no check of the registry"):
+        build.parse_check("MultiHeadAtention:MultiHeadAttention", "02_multihead")

@@ -201,6 +201,8 @@ def parse_check(value, lesson):
     name, sep, expr = str(value).partition(":")
     if not sep or not name.strip() or not expr.strip():
         raise LessonError(f"{lesson}: check={value!r} must read \"<check name>:<expression>\"")
+    if name.strip() not in contract.CHECK_NAMES:
+        raise LessonError(f"{lesson}: check={value!r} names no check of the registry (contract/__init__.py)")
     return name.strip(), expr.strip()
 
 
