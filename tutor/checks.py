@@ -953,12 +953,19 @@ def check_Transformer(cls):
     return _run("Transformer", cls, cases, learner, reference, ref_for)
 
 
+def _no_method_answer(*args, **kwargs):
+    raise RuntimeError("model.greedy_decode 调用的正是你要写的 greedy_decode：请用 model.encode、model.decode、"
+                       "model.out_proj 逐步解码 / model.greedy_decode calls the very greedy_decode you are writing: "
+                       "decode step by step with model.encode, model.decode and model.out_proj")
+
+
 def _provided_transformer(src_vocab, tgt_vocab, seed=0, **cfg):
     """A reference Transformer, seeded and perturbed as ``_reference`` builds one, from the reference
     source run outside ``solutions``: the model a learner's decoding function may call while the guard
-    watches. Its ``greedy_decode`` method finds no function to call, so it cannot stand in for the answer."""
-
-    cls = _provided("Transformer", leave_out=("greedy_decode",))["Transformer"]
+    watches. Its ``greedy_decode`` method cannot stand in for the answer: it says so."""
+    namespace = _provided("Transformer", leave_out=("greedy_decode",))
+    namespace["greedy_decode"] = _no_method_answer
+    cls = namespace["Transformer"]
     torch.manual_seed(seed)
     return _perturb(cls(src_vocab, tgt_vocab, **cfg).double(), seed + 1).eval()
 
