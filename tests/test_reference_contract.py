@@ -367,8 +367,14 @@ def test_object_is_self_contained_and_marked(chapter, name):
     tree = ast.parse(source).body[0]
     assert ast.get_docstring(tree), f"{name} has no docstring"
     if isinstance(tree, ast.ClassDef):
-        cls = getattr(solutions, name)
-        regions = {m: inspect.getsource(getattr(cls, m)).count("### BEGIN SOLUTION") for m in ["__init__", *vars(cls)]
-                   if inspect.isfunction(vars(cls).get(m))}
-        assert regions["__init__"] == 1, f"{name}.__init__ has no solution region"
-        assert sum(regions.values()) >= 2, f"{name}: only __init__ has a solution region"
+        # every method the learner writes has one solution region; a method that only returns a call
+        # (GPT.forward, Transformer.greedy_decode) is given, not written
+        assert "__init__" in vars(getattr(solutions, name)), f"{name} defines no __init__"
+        for method in tree.body:
+            if not isinstance(method, ast.FunctionDef):
+                continue
+            body = method.body[1:] if ast.get_docstring(method) else method.body
+            delegates = len(body) == 1 and isinstance(body[0], ast.Return)
+            regions = ast.get_source_segment(source, method).count("### BEGIN SOLUTION")
+            assert regions == 1 or (delegates and method.name != "__init__"), \
+                f"{name}.{method.name}: {regions} solution regions"
