@@ -27,6 +27,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from catalogue.idioms import IDIOMS  # noqa: E402
+from tools import build  # noqa: E402
 from tutor import guard  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parents[1] / "source"
@@ -88,19 +89,7 @@ def _names(source):
     """(names a cell binds outside function bodies, names it reads anywhere): an over-approximation."""
     tree = ast.parse(source)
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    bound, todo = set(), list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound.add(node.id)
-        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            todo.extend(ast.iter_child_nodes(node))
-    return bound, loaded
+    return build.top_level_bindings(tree), loaded
 
 
 @functools.cache

@@ -142,9 +142,10 @@ def _parse_cell(code):
     return ast.parse("\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!"))))
 
 
-def _top_level_bindings(tree):
-    """Names a cell binds in the notebook's namespace: assignment, for and with targets, def, class
-    and import names at top level (inside top-level if/for/while/try/with too), not inside a def."""
+def top_level_bindings(tree):
+    """Names a cell binds in the notebook's namespace: every name stored outside function and class
+    bodies, lambdas and comprehensions (assignments, for/with targets, walrus), and def, class and
+    import names."""
     bound, todo = set(), list(tree.body)
     while todo:
         node = todo.pop()
@@ -153,15 +154,10 @@ def _top_level_bindings(tree):
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-            continue
-        targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target],
-                   ast.AugAssign: lambda n: [n.target], ast.For: lambda n: [n.target],
-                   ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars]}
-        for kind, get in targets.items():
-            if isinstance(node, kind):
-                bound.update(t.id for target in get(node) for t in ast.walk(target) if isinstance(t, ast.Name))
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            todo += getattr(node, field, [])
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo.extend(ast.iter_child_nodes(node))
     return bound
 
 
@@ -186,7 +182,7 @@ def earlier_components(name, cells):
         tree = _parse_cell(code)
         used |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         if "exercise" not in cell.metadata and "provided" not in cell.metadata:
-            own |= _top_level_bindings(tree)
+            own |= top_level_bindings(tree)
     names = contract.with_dependencies(used - own, lambda n: reference_source(n, name, False), among=earlier)
     needed = {n.id for c in names for n in ast.walk(ast.parse(reference_source(c, name, False)))
               if isinstance(n, ast.Name) and n.id in constants}
