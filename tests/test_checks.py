@@ -8,7 +8,6 @@
 - the from-scratch guard refuses built-ins and the reference package;
 - grade() and report() behave as the notebooks need.
 """
-import importlib
 import inspect
 import os
 import re
@@ -24,17 +23,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import catalogue
 from catalogue import realworld
 from catalogue.reference import load
 from tutor import mistakes
 from tutor.checks import CHECKS, MORE, NOT_IMPLEMENTED, run_check
 from tutor.grading import grade, report
 
-CATALOGUE = Path(__file__).parent / "catalogue"
-WRONG = [case for path in sorted(CATALOGUE.glob("wrong_*.py"))
-         for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
-RIGHT = [case for path in sorted(CATALOGUE.glob("right_*.py"))
-         for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
+WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right")
 REFERENCE = load()
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")

@@ -1,7 +1,6 @@
 """The 手撕 drill bank (lessons/09_drills.py, tutor/drills.py): every drill is a course check with a
 blank cell, named mistakes proven by the catalogue, and a practice mode that never shows a solution
 before an attempt."""
-import importlib
 import json
 import re
 import sys
@@ -10,17 +9,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import catalogue
 from tools import build
 from tutor import checks, drills, mistakes
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = drills.LESSON
-CATALOGUE = Path(__file__).parent / "catalogue"
-
-
-def _catalogue(prefix):
-    return [case for path in sorted(CATALOGUE.glob(f"{prefix}_*.py"))
-            for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
 
 
 def lesson_drill_cells():
@@ -92,7 +86,7 @@ def _reference_softmax():
 def test_reveal_is_locked_before_an_attempt_and_after_a_failed_one(fresh, capsys):
     drills.reveal("softmax")
     drills.start("softmax")
-    wrong = next(obj for check, obj, _ in _catalogue("wrong") if check == "softmax")
+    wrong = next(obj for check, obj, _ in catalogue.cases("wrong") if check == "softmax")
     drills.finish("softmax", checks.run_check("softmax", wrong))
     drills.reveal("softmax")
     out = capsys.readouterr().out

@@ -6,7 +6,6 @@ the tests below prove that a new name or a new chapter with a piece missing is c
 """
 import ast
 import dataclasses
-import importlib
 import re
 import subprocess
 import sys
@@ -15,12 +14,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import catalogue
 import contract
 import solutions
 from tools import build, simulate_class
 from tutor import checks, mistakes
 
-CATALOGUE = Path(__file__).parent / "catalogue"
 SOLUTIONS = Path(solutions.__file__).parent
 
 
@@ -45,11 +44,6 @@ def _public_names(path):
     return [n for n in names if not n.startswith("_")]
 
 
-def _catalogue(prefix):
-    return [case for path in sorted(CATALOGUE.glob(f"{prefix}_*.py"))
-            for case in importlib.import_module(f"catalogue.{path.stem}").CASES]
-
-
 def _lesson(name):
     found = {"exercises": [], "drills": [], "graded": []}
     for cell in build.read_lesson(name):
@@ -66,8 +60,8 @@ def real_evidence():
     return Evidence(
         public={p.stem: _public_names(p) for p in sorted(SOLUTIONS.glob("*.py")) if p.stem != "__init__"},
         checks=set(checks.CHECKS),
-        wrong=[(check, diagnosis) for check, _, diagnosis in _catalogue("wrong")],
-        right={check for check, _ in _catalogue("right")},
+        wrong=[(check, diagnosis) for check, _, diagnosis in catalogue.cases("wrong")],
+        right={check for check, _ in catalogue.cases("right")},
         lessons={name: _lesson(name) for name in build.lesson_names()},
         mutations=set(simulate_class.MUTATIONS),
     )
