@@ -3,7 +3,7 @@
 This is the only place that lists the contract's names. Everything else derives from it:
 
     solutions/__init__.py   imports each component from its module; ``__all__``
-    tutor/checks.py         ``@check("Name")`` registers a check; a name not declared here is refused
+    tutor/checks.py         ``@register("Name")`` registers a check; a name not declared here is refused
     tutor/drills.py         a drill's classic mistakes (``mistakes``)
     tools/build.py          a lesson's ``provided="earlier"`` cell (the earlier chapters' components it
                             uses) and docs/CONTRACT.md (generated; a test compares)
@@ -22,6 +22,7 @@ KINDS = {
     "provided": "reference code shown read-only in the lessons",
     "constant": "a fixed value of the contract",
 }
+EXERCISE_KINDS = ("graded", "bonus")  # the kinds a learner writes
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,13 @@ class Component:
 
     @property
     def exercise(self):
-        return self.kind in ("graded", "bonus")
+        return self.kind in EXERCISE_KINDS
 
 
 def _c(name, chapter, module, kind, summary, signature=None, *, methods=None, checks=None, tested_by=None,
        mistakes=()):
     if checks is None:  # an exercise is proven by the check of its own name unless it says otherwise
-        checks = (name,) if kind in ("graded", "bonus") and tested_by is None else ()
+        checks = (name,) if kind in EXERCISE_KINDS and tested_by is None else ()
     return Component(name, chapter, module, kind, summary, signature, methods or {}, tuple(checks), tested_by,
                      tuple(mistakes))
 
@@ -120,20 +121,19 @@ COMPONENTS = (
     # 06 the Transformer
     _c("Transformer", "06", "transformer", "graded",
        "embeddings scaled by sqrt(d_model), positions, N encoder and decoder layers, `out_proj`; masks built from "
-       "`pad_id`; the method `greedy_decode` returns the function `greedy_decode(self, ...)`",
+       "`pad_id`; the method `greedy_decode` calls the function `greedy_decode(self, ...)`",
        "src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, dropout=0.1, max_len=512, pad_id=0",
        methods={"encode": "src", "decode": "tgt_in, memory, src_mask=None", "forward": "src, tgt_in",
                 "greedy_decode": "src, bos_id, eos_id, max_new_tokens"},
-       checks=("Transformer",), mistakes=("embed_not_scaled", "src_mask_missing", "memory_mask_missing",
-                                          "causal_missing", "causal_next_visible")),
+       mistakes=("embed_not_scaled", "src_mask_missing", "memory_mask_missing", "causal_missing",
+                 "causal_next_visible")),
     _c("greedy_decode", "06", "transformer", "graded",
        "greedy decoding from BOS: arg-max at the last position, `pad_id` after a row's EOS, stops once every row "
        "has emitted EOS -> LongTensor (B, <= 1 + max_new_tokens)", "model, src, bos_id, eos_id, max_new_tokens",
-       checks=("greedy_decode",),
        mistakes=("greedy_no_eos_stop", "greedy_no_pad_after_eos", "greedy_no_bos", "greedy_first_position")),
     _c("greedy_decode_cached", "06", "transformer", "bonus",
        "greedy decoding with a KV cache, token for token what `greedy_decode` gives",
-       "model, src, bos_id, eos_id, max_new_tokens", checks=("greedy_decode_cached",),
+       "model, src, bos_id, eos_id, max_new_tokens",
        mistakes=("kv_cache_pe_position_zero", "greedy_no_pad_after_eos", "memory_mask_missing")),
     # 07 copy task
     _c("PAD_ID", "07", "copy_task", "constant", "0, the padding token"),

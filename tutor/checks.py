@@ -26,6 +26,7 @@ so weights are copied by name only. A fused projection is fine when it keeps tho
 fuses at compute time (``torch.cat`` of the weights, one matmul); a module that stores a single
 ``W_qkv`` fails with a message listing the missing and unexpected ``state_dict`` keys.
 """
+import functools
 import importlib
 import inspect
 import math
@@ -1332,14 +1333,19 @@ def check_GPT(cls):
     return _run("GPT", cls, cases, learner, reference, ref_for)
 
 
+@functools.cache
+def _reference_source(name):
+    return inspect.getsource(getattr(solutions, name))
+
+
 def _provided(name, leave_out=()):
     """The reference source of ``name`` and of every component it uses (``leave_out`` excepted), run
     outside ``solutions`` as a notebook's provided cell: a model the learner's function may call while
     the guard watches."""
     pool = [c.name for c in contract.COMPONENTS if c.kind != "constant" and c.name not in leave_out]
     namespace = {"math": math, "torch": torch, "nn": torch.nn, "F": F}
-    for n in contract.with_dependencies([name], lambda n: inspect.getsource(getattr(solutions, n)), pool):
-        exec(compile(inspect.getsource(getattr(solutions, n)), f"<provided {n}>", "exec"), namespace)  # noqa: S102
+    for n in contract.with_dependencies([name], _reference_source, pool):
+        exec(compile(_reference_source(n), f"<provided {n}>", "exec"), namespace)  # noqa: S102
     return namespace
 
 
