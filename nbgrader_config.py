@@ -42,6 +42,19 @@ c.CourseDirectory.ignore = [
 # set; a hanging cell costs this much once, then it is interrupted and scores 0.
 c.Execute.timeout = 180
 
+# Limits on each submission's grading kernel (grader/execution.py; `nbgrader autograde --help-all`
+# shows every setting with its help). Memory: the address space of the kernel, in MiB; an
+# allocation past it fails in its own cell (only that exercise is lost) and the grader, the worker
+# and the other students go on. The heaviest notebook of the course peaks near 1.3 GiB (torch
+# reserves about 0.7 GiB when imported): 4096 leaves room for honest code and stops a runaway loop
+# long before it reaches a shared machine's memory. CPU: seconds of CPU a kernel may use in all;
+# the whole course needs under 10 s a notebook. After a cell has timed out, each later cell of
+# that notebook gets at most `timeout_after_hang` seconds, so a second call of the same hanging
+# function fails fast instead of costing another full timeout.
+c.ResilientExecute.memory_limit_mb = 4096
+c.ResilientExecute.cpu_limit_s = 900
+c.ResilientExecute.timeout_after_hang = 20
+
 # A learner who deletes a graded cell gets it back (and its score) instead of a manual-grade hole.
 c.OverwriteCells.add_missing_cells = True
 
@@ -59,6 +72,13 @@ c.ClearSolutions.code_stub = {
 from grader.hardening import configure  # noqa: E402
 
 configure(c)
+
+# Hand-ins the way students make them: `01_attention (1).ipynb` or `01_attention-alice.ipynb` is
+# renamed to `01_attention.ipynb` and graded; anything else is refused with one line naming the
+# file and the expected name (grader/handins.py).
+from grader.handins import configure as configure_handins  # noqa: E402
+
+configure_handins(c)
 
 # Feedback pages that read offline (math as MathML, no CDN) and an autograde log without the
 # checksum warning nbgrader gives every released cell whose hidden tests it restores

@@ -5,10 +5,8 @@ They run inside the ``nbgrader autograde`` process, out of reach of the learner'
 - ``RepairCells`` (sanitize phase, before ``OverwriteCells``): a graded or read-only cell whose
   nbgrader metadata was edited, renamed, stripped or deleted is put back from the gradebook,
   so nbgrader's checksums restore its source instead of crashing or leaving a manual-grade hole.
-- ``ResilientExecute`` (replaces ``Execute``): when the kernel dies (``os._exit``, a segfault,
-  memory) or cannot be interrupted after a timeout (a loop that swallows ``KeyboardInterrupt``),
-  the cell and every later code cell get an error output instead of the whole submission
-  failing; cells that ran before keep their points.
+- ``ResilientExecute`` (replaces ``Execute``; ``grader/execution.py``): memory and CPU caps on
+  every kernel, short waits after a hang, a dead kernel survived, one-line errors.
 - ``AuditSubmission`` (after execution): reads the code the learner wrote (every cell that is
   not read-only) and finds what reaches the grading machinery — writing to imported modules,
   functions and classes (``torch.allclose = …``, ``sys.modules[…]``, ``builtins``), walking
@@ -23,7 +21,6 @@ import ast
 from typing import NamedTuple
 
 from IPython.core.inputtransformer2 import TransformerManager
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbformat.notebooknode import from_dict
 from nbgrader import utils
@@ -33,7 +30,6 @@ from nbgrader.preprocessors import (
     CheckCellMetadata,
     ClearOutput,
     DeduplicateIds,
-    Execute,
     IgnorePattern,
     LimitOutput,
     NbGraderPreprocessor,
@@ -42,11 +38,10 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from grader.execution import ResilientExecute, error_output
 from tutor.guard import FORBIDDEN_BUILTINS, forbidden_for
 from tutor.integrity import WATCHED, WATCHED_CLASSES
 
-KERNEL_LOST = ("内核已退出或超时后无法中断，此单元及之后的单元未运行 / The kernel died or could not be "
-               "interrupted after a timeout: this cell and the cells after it did not run")
 FROM_SCRATCH = ("从零实现：第 {cell} 个单元第 {line} 行用了内置的 {name}，本练习（{exercise}）的评分单元不计分 / "
                 "From scratch: cell {cell}, line {line} uses the built-in {name}; the graded cells of this "
                 "exercise ({exercise}) score 0")
@@ -77,7 +72,7 @@ FORBIDDEN_CALLS = {
     "sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook", "threading.settrace",
     "threading.setprofile", "inspect.currentframe", "inspect.stack", "inspect.trace",
     "inspect.getouterframes", "inspect.getinnerframes", "gc.get_objects", "gc.get_referrers",
-    "gc.get_referents", "importlib.reload",
+    "gc.get_referents", "importlib.reload", "resource.setrlimit", "resource.prlimit",
 }
 FORBIDDEN_CALL_TREES = ("ctypes", "subprocess", "os.system", "os.popen", "os.remove", "os.unlink",
                         "os.rename", "os.replace", "os.rmdir", "os.removedirs", "os.mkdir", "os.makedirs",
@@ -478,13 +473,12 @@ def builtin_uses(source, external=None, forbidden=FORBIDDEN_BUILTINS):
     return found
 
 
-def _error_output(ename, evalue):
-    return from_dict({"output_type": "error", "ename": ename, "evalue": evalue,
-                      "traceback": [f"{ename}: {evalue}"]})
-
-
 class RepairCells(NbGraderPreprocessor):
     """Put graded and read-only cells back the way the gradebook knows them.
+
+    A cell without nbgrader metadata whose cell id is a source cell's ``grade_id`` (the self-study
+    edition shares the release's cell ids) is taken for that cell, so a self-study copy handed in
+    instead of the release is graded without a second copy of every restored cell.
 
     nbgrader alone crashes on a graded cell whose ``grade_id`` was removed, and never restores a
     deleted read-only cell (the setup cell, a provided cell). Here: metadata of an unknown or
@@ -503,8 +497,13 @@ class RepairCells(NbGraderPreprocessor):
             solutions = {cell.name for cell in source_nb.solution_cells}
             known = {cell.name: cell for cell in source_cells}
             seen = set()
+            tagged = {cell.metadata["nbgrader"].get("grade_id") for cell in nb.cells if "nbgrader" in cell.metadata}
             for cell in nb.cells:
                 meta = cell.metadata.get("nbgrader")
+                if meta is None and cell.get("id") in known.keys() - tagged:
+                    # The self-study copy: same cell ids as the release, no nbgrader metadata on
+                    # most cells. Recognised by id, its cells are graded in place, not duplicated.
+                    meta = cell.metadata["nbgrader"] = {"grade_id": cell.id, "schema_version": 3}
                 if meta is None:
                     continue
                 grade_id = meta.get("grade_id")
@@ -548,27 +547,6 @@ class RepairCells(NbGraderPreprocessor):
 
     def preprocess_cell(self, cell, resources, index):
         return cell, resources
-
-
-class ResilientExecute(Execute):
-    """``Execute`` that turns a dead or stuck kernel into error outputs, not a failed submission."""
-
-    def preprocess(self, nb, resources=None, km=None):
-        self._kernel_dead = False
-        return super().preprocess(nb, resources, km)
-
-    def preprocess_cell(self, cell, resources, index):
-        if self._kernel_dead:
-            if cell.cell_type == "code":
-                cell.outputs = [_error_output("KernelLost", KERNEL_LOST)]
-            return cell, resources
-        try:
-            return super().preprocess_cell(cell, resources, index)
-        except (DeadKernelError, CellTimeoutError) as error:
-            self.log.warning("Kernel lost in cell %d (%s); the remaining cells score 0", index, type(error).__name__)
-            self._kernel_dead = True
-            cell.outputs.append(_error_output("KernelLost", KERNEL_LOST))
-            return cell, resources
 
 
 def _defined(source):
@@ -633,7 +611,7 @@ class AuditSubmission(NbGraderPreprocessor):
             if utils.is_grade(cell) and cell.cell_type == "code":
                 hits = [v for o, v in sorted(verdicts.items()) if o == owner or (not v.local and o <= owner)]
                 if hits:
-                    cell.outputs.append(_error_output(hits[0].ename, hits[0].message))
+                    cell.outputs.append(error_output(hits[0].ename, hits[0].message))
         return nb, resources
 
 

@@ -43,6 +43,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
 STUBBORN_LOOP = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
+MEMORY_BOMB = "keep = []\nwhile True:\n    keep.append(bytearray(10**8))  # 100 MB more each time"
 STUB_LINE = re.compile(r"^(\s*)raise NotImplementedError\(.*\)\s*$", re.M)
 
 # Code a hostile learner adds to the first exercise of an otherwise perfect answer, keyed by
@@ -187,6 +188,7 @@ class Submission:
     fails: set                # grade_ids expected to score 0
     extra_files: dict = field(default_factory=dict)  # file name -> NotebookNode
     diagnosis: str = ""       # text the feedback must show (a classic mistake's explanation)
+    filename: str = ""        # the notebook's file name, when not <assignment>.ipynb (a renamed hand-in)
 
 
 def _meta(cell):
@@ -499,6 +501,20 @@ def make_submission(kind, info):
         nb = copy.deepcopy(perfect)
         nb.cells[last].source = _stub_with(info.release.cells[last].source, STUBBORN_LOOP)
         return Submission(nb, _failing(info, [], after=last - 1))
+    if kind == "memory_bomb":  # fills the memory in a loop: the kernel's cap stops it, in its own exercise
+        nb = copy.deepcopy(perfect)
+        nb.cells[first].source = _stub_with(info.release.cells[first].source, MEMORY_BOMB)
+        return Submission(nb, _failing(info, first_names))
+    if kind == "renamed_notebook":  # a browser's second download
+        return Submission(perfect, set(), filename=f"{info.name} (1).ipynb")
+    if kind == "misnamed_notebook":  # nothing tells which assignment it is: refused, 0 points
+        return Submission(perfect, set(info.points), filename="homework.ipynb")
+    if kind == "selfstudy_copy":  # the notebooks/ edition (what `make lab` opens), answers written in
+        nb = nbformat.read(ROOT / "notebooks" / f"{info.name}.ipynb", as_version=4)
+        answers = {info.source.cells[i].id: _solution_code(info.source.cells[i]) for i, _ in info.exercises}
+        for cell in nb.cells:
+            cell.source = answers.get(cell.get("id"), cell.source)
+        return Submission(nb, set())
     if kind == "kernel_dies":
         nb = copy.deepcopy(perfect)
         nb.cells[last].source += "\n\n__import__('os')._exit(1)"
@@ -567,6 +583,7 @@ def make_submission(kind, info):
 
 
 KINDS = ["perfect", "untouched", "partial", "classic_mistake", "catalogue_mistake", "infinite_loop", "stubborn_loop",
+         "memory_bomb", "renamed_notebook", "misnamed_notebook", "selfstudy_copy",
          "kernel_dies", "huge_print", "deleted_test_cells", "edited_test_cells", "stripped_test_metadata",
          "edited_readonly_cell", "rebind_grade_name", *TAMPERING, "tamper_one_exercise", "import_reference",
          "forbidden_builtin", "missing_notebook", "extra_notebook", "other_kernel_name", "invalid_json"]
@@ -602,7 +619,7 @@ def hand_in(course, student, assignment, submission):
     (folder / "timestamp.txt").write_text("2025-01-01 12:00:00 UTC")
     if submission.notebook is None:
         return
-    path = folder / f"{assignment}.ipynb"
+    path = folder / (submission.filename or f"{assignment}.ipynb")
     if isinstance(submission.notebook, str):
         path.write_text(submission.notebook)
     else:
@@ -706,6 +723,10 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
         if exported.get((student, a)) != sum(cells.values()):
             mismatches.append(f"{student}/{a}: exported {exported.get((student, a))}, expected {sum(cells.values())}")
         mismatches += [f"{student}/{a}/{p}" for p in feedback_problems(course, student, a)]
+        graded_nb = course / "autograded" / student / a / f"{a}.ipynb"
+        whole = student in ("perfect", "selfstudy_copy", "renamed_notebook") and graded_nb.exists()
+        if whole and len(nbformat.read(graded_nb, as_version=4).cells) != len(infos[a].source.cells):
+            mismatches.append(f"{student}/{a}: graded notebook has other cells than the source (duplicated?)")
         if diagnoses.get((student, a)) and not _feedback_shows(course, student, a, diagnoses[(student, a)]):
             mismatches.append(f"{student}/{a}: feedback does not name the mistake {diagnoses[(student, a)][:60]!r}")
     log(f"{len(kinds)} students x {len(assignments)} assignments graded in {timings['total_s']:.1f} s "

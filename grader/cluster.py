@@ -1,0 +1,226 @@
+"""Grade a class on many processes and machines with Dask distributed.
+
+    python -m grader.cluster start --workers 2      # a scheduler and 2 workers, in the background
+    python -m grader.cluster grade [01_attention ...] [--student alice ...]
+    python -m grader.cluster stop
+
+Why Dask (docs/INSTRUCTOR.md, "A large class"): a scheduler and workers are plain processes
+started by one command each (``dask scheduler``, ``dask worker``), with no broker to run beside them;
+a task whose worker dies is given to another worker by the scheduler itself; and the same workers
+start on a SLURM cluster (dask-jobqueue) or Kubernetes (dask-kubernetes) without changing this code.
+
+One task per (student, assignment): ``nbgrader autograde <assignment> --student <id> --force`` in
+the course directory, a process of its own that dies with its worker (a worker killed mid-task
+leaves no grading behind; the scheduler runs the task again on another worker, and ``--force``
+rewrites whatever the killed run had written). The gradebook is the PostgreSQL database that
+``NBGRADER_DB_URL`` names (``tools/postgres.sh``), shared by every worker; the course directory
+(``source/``, ``submitted/``, ``autograded/``) is shared storage. Each worker has a working
+directory of its own (``--local-directory``) for its scratch files and kernel connection files.
+
+``grade`` adds every student to the gradebook before any task starts (two tasks of one student
+would otherwise race to create the student), skips assignments with no graded cell, waits for
+every task, then checks the gradebook: every graded cell of every submission has a score.
+"""
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+COURSE = Path.cwd()
+STATE = "cluster"  # the running cluster's files, under the course directory (git-ignored)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """preexec_fn: the grading process gets SIGKILL when the worker that started it dies (Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux: the task is still retried, the orphan finishes on its own
+        pass
+
+
+def autograde_one(course, assignment, student, db_url):
+    """The task: autograde one student's assignment; returns (assignment, student, exit code, log tail)."""
+    scratch = Path(os.environ.get("GRADER_WORKER_DIR") or Path.cwd())
+    env = dict(os.environ, NBGRADER_DB_URL=db_url, JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
+               TMPDIR=str(scratch))
+    env.pop("NBGRADER_EXECUTION", None)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student,
+                           "--force"], cwd=course, env=env, capture_output=True, text=True,
+                          preexec_fn=_die_with_parent)
+    return assignment, student, proc.returncode, (proc.stdout + proc.stderr)[-2000:]
+
+
+def graded_assignments(course):
+    """Assignments in ``course``'s source/ whose notebooks have a graded cell (others need no grading)."""
+    graded = []
+    for folder in sorted(p for p in (course / "source").iterdir() if p.is_dir()):
+        cells = [c for nb in folder.glob("*.ipynb") for c in json.loads(nb.read_text())["cells"]]
+        if any(c.get("metadata", {}).get("nbgrader", {}).get("grade") for c in cells):
+            graded.append(folder.name)
+    return graded
+
+
+def submissions(course, assignments, students=None):
+    """(assignment, student) for each hand-in folder under submitted/."""
+    found = []
+    for student_dir in sorted(p for p in (course / "submitted").iterdir() if p.is_dir()):
+        if students and student_dir.name not in students:
+            continue
+        found += [(a, student_dir.name) for a in assignments if (student_dir / a).is_dir()]
+    return found
+
+
+def course_id(course):
+    """The course id of ``course``'s nbgrader_config.py (the gradebook keeps assignments per course)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    return config.CourseDirectory.course_id
+
+
+def incomplete(course, db_url, pairs):
+    """(assignment, student) pairs whose submission has a graded cell without a score."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    missing = []
+    with Gradebook(db_url, course_id(course)) as gb:
+        for assignment, student in pairs:
+            try:
+                submission = gb.find_submission(assignment, student)
+            except MissingEntry:
+                missing.append((assignment, student))
+                continue
+            grades = [g for nb in submission.notebooks for g in nb.grades]
+            if any(g.auto_score is None and g.manual_score is None and not g.needs_manual_grade for g in grades):
+                missing.append((assignment, student))
+    return missing
+
+
+def grade(client, course, db_url, assignments=None, students=None, retries=2, log=print):
+    """Grade every hand-in of ``assignments`` (default: the graded ones) on the cluster of ``client``.
+
+    Returns ``{(assignment, student): exit code}``; raises RuntimeError naming the submissions
+    left without complete grades."""
+    from nbgrader.api import Gradebook
+
+    assignments = assignments or graded_assignments(course)
+    pairs = submissions(course, assignments, students)
+    with Gradebook(db_url, course_id(course)) as gb:
+        for student in sorted({s for _, s in pairs}):
+            gb.update_or_create_student(student)
+    futures = [client.submit(autograde_one, str(course), a, s, db_url, key=f"autograde-{a}-{s}", retries=retries,
+                             pure=False) for a, s in pairs]
+    codes = {}
+    for future in futures:
+        assignment, student, code, tail = future.result()
+        codes[assignment, student] = code
+        if code != 0:
+            log(f"{assignment} {student}: nbgrader exited {code} (as serial autograde would):\n{tail}")
+    left = incomplete(course, db_url, pairs)
+    if left:
+        raise RuntimeError(f"grades incomplete for {left}: run the same command again")
+    log(f"graded {len(pairs)} submissions ({len(assignments)} assignments, {len({s for _, s in pairs})} students)")
+    return codes
+
+
+# -- the cluster's processes ----------------------------------------------------------------------
+
+def _state(course):
+    return course / STATE
+
+
+def start(course, workers, threads=1, port=0):
+    """Start ``dask scheduler`` and ``workers`` ``dask worker`` processes (one grading slot each,
+    each in its own working directory under cluster/); returns the scheduler file's path."""
+    state = _state(course)
+    state.mkdir(exist_ok=True)
+    scheduler_file = state / "scheduler.json"
+    scheduler_file.unlink(missing_ok=True)
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    pids = {"scheduler": _spawn(dask + ["--scheduler-file", str(scheduler_file), "--port", str(port),
+                                        "--dashboard-address", ":0", "--host", "127.0.0.1"], state / "scheduler.log")}
+    for _ in range(600):
+        if scheduler_file.exists():
+            break
+        time.sleep(0.1)
+    else:
+        raise RuntimeError(f"the scheduler did not start: see {state / 'scheduler.log'}")
+    for i in range(workers):
+        pids[f"worker-{i}"] = start_worker(course, f"worker-{i}", threads)
+    (state / "pids.json").write_text(json.dumps(pids))
+    return scheduler_file
+
+
+def start_worker(course, name, threads=1):
+    """One ``dask worker`` process in cluster/<name>/; returns its process id."""
+    state = _state(course)
+    folder = state / name
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GRADER_WORKER_DIR=str(folder), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(state / "scheduler.json"),
+           "--nthreads", str(threads), "--nworkers", "1", "--no-nanny", "--name", name,
+           "--local-directory", str(folder), "--dashboard-address", ":0", "--host", "127.0.0.1"]
+    return _spawn(cmd, folder / "worker.log", env=env, cwd=folder)
+
+
+def _spawn(cmd, logfile, env=None, cwd=None):
+    with open(logfile, "a") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True).pid
+
+
+def stop(course):
+    """Stop every process ``start`` started."""
+    pids_file = _state(course) / "pids.json"
+    if not pids_file.exists():
+        return
+    for pid in json.loads(pids_file.read_text()).values():
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    pids_file.unlink()
+
+
+def client_for(course, workers=None, timeout=120):
+    """A ``distributed.Client`` of the running cluster, once ``workers`` workers are there."""
+    from distributed import Client
+
+    client = Client(scheduler_file=str(_state(course) / "scheduler.json"), timeout=timeout)
+    if workers:
+        client.wait_for_workers(workers, timeout=timeout)
+    return client
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_start = sub.add_parser("start", help="start a scheduler and workers on this machine")
+    p_start.add_argument("--workers", type=int, default=os.cpu_count())
+    sub.add_parser("stop", help="stop them")
+    p_grade = sub.add_parser("grade", help="autograde every hand-in on the running cluster")
+    p_grade.add_argument("assignments", nargs="*", help="default: every assignment with a graded cell")
+    p_grade.add_argument("--student", action="append", help="only these students (repeatable)")
+    args = parser.parse_args(argv)
+    if args.command == "start":
+        print(f"scheduler file: {start(COURSE, args.workers)}")
+    elif args.command == "stop":
+        stop(COURSE)
+    else:
+        db_url = os.environ.get("NBGRADER_DB_URL")
+        if not db_url:
+            sys.exit("grader.cluster grade: 请先设置 NBGRADER_DB_URL（tools/postgres.sh url）/ set NBGRADER_DB_URL "
+                     "first (tools/postgres.sh url): workers share a PostgreSQL gradebook")
+        with client_for(COURSE) as client:
+            grade(client, COURSE, db_url, args.assignments or None, args.student)
+
+
+if __name__ == "__main__":
+    main()
