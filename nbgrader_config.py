@@ -45,7 +45,7 @@ c.Execute.timeout = 180
 # Limits on each submission's grading kernel (grader/execution.py; `nbgrader autograde --help-all`
 # shows every setting with its help). Memory: the address space of the kernel, in MiB; an
 # allocation past it fails in its own cell (only that exercise is lost) and the grader, the worker
-# and the other students go on. The heaviest notebook of the course peaks near 1.3 GiB (torch
+# and the other students go on. The heaviest notebook of the course peaks at 1.7 GiB (08; torch
 # reserves about 0.7 GiB when imported): 4096 leaves room for honest code and stops a runaway loop
 # long before it reaches a shared machine's memory. CPU: seconds of CPU a kernel may use in all;
 # the whole course needs under 10 s a notebook. After a cell has timed out, each later cell of

@@ -181,12 +181,26 @@ def stop(course):
     pids_file = _state(course) / "pids.json"
     if not pids_file.exists():
         return
-    for pid in json.loads(pids_file.read_text()).values():
+    for pid in running_pids(course).values():
         try:
             os.killpg(pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
     pids_file.unlink()
+
+
+def running_pids(course):
+    """{"scheduler": pid, "worker-0": pid, ...} of the processes ``start`` started."""
+    return json.loads((_state(course) / "pids.json").read_text())
+
+
+def alive(pid):
+    """True while process ``pid`` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def client_for(course, workers=None, timeout=120):

@@ -82,7 +82,7 @@ class ResilientExecute(Execute):
 
     memory_limit_mb = Integer(
         4096, help="Address-space cap of each grading kernel, in MiB (0: none). The course's heaviest "
-                   "notebook peaks near 1.3 GiB of address space (torch reserves about 0.7 GiB on import).",
+                   "notebook peaks at 1.7 GiB of address space (08; torch reserves about 0.7 GiB on import).",
     ).tag(config=True)
     cpu_limit_s = Integer(
         900, help="CPU seconds each grading kernel may use in all (0: none); past it the kernel is killed "

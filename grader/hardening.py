@@ -503,7 +503,9 @@ class RepairCells(NbGraderPreprocessor):
                 if meta is None and cell.get("id") in known.keys() - tagged:
                     # The self-study copy: same cell ids as the release, no nbgrader metadata on
                     # most cells. Recognised by id, its cells are graded in place, not duplicated.
-                    meta = cell.metadata["nbgrader"] = {"grade_id": cell.id, "schema_version": 3}
+                    cell.metadata["nbgrader"] = {"grade_id": cell.id, "schema_version": 3, "task": False,
+                                                 "cell_type": cell.cell_type}
+                    meta = cell.metadata["nbgrader"]  # NotebookNode stores a copy of the dict
                 if meta is None:
                     continue
                 grade_id = meta.get("grade_id")

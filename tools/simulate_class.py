@@ -24,6 +24,7 @@ nbgrader CLI through its ``nbgrader()``.
 """
 import argparse
 import ast
+import contextlib
 import copy
 import csv
 import html
@@ -601,6 +602,25 @@ def nbgrader(course, *args, check=True):
     return proc
 
 
+@contextlib.contextmanager
+def private_postgres():
+    """A PostgreSQL server of its own (tools/postgres.sh) in a short, world-readable folder;
+    NBGRADER_DB_URL points nbgrader_config.py at it while the block runs; yields that URL."""
+    folder = tempfile.mkdtemp(prefix="pg", dir="/tmp")
+    os.chmod(folder, 0o755)  # as root the server runs as `postgres`, which must reach it
+    env = dict(os.environ, POSTGRES_DIR=folder)
+    script = str(ROOT / "tools" / "postgres.sh")
+    subprocess.run([script, "start"], env=env, check=True)
+    os.environ["NBGRADER_DB_URL"] = subprocess.run([script, "url"], env=env, check=True, capture_output=True,
+                                                   text=True).stdout.strip()
+    try:
+        yield os.environ["NBGRADER_DB_URL"]
+    finally:
+        del os.environ["NBGRADER_DB_URL"]
+        subprocess.run([script, "stop"], env=env)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def setup_course(course, assignments, source_dir, timeout=None):
     """Course dir with the repository's config (plus an optional shorter cell timeout) and
     ``assignments`` recorded in its gradebook by one ``generate_assignment``."""
@@ -635,11 +655,11 @@ class Grade(NamedTuple):
     manual: bool  # flagged for manual grading
 
 
-def read_gradebook(course):
-    """{(student, assignment): {grade_id: Grade}}."""
+def read_gradebook(course, db_url=None):
+    """{(student, assignment): {grade_id: Grade}} of ``course``'s SQLite gradebook, or of ``db_url``."""
     from nbgrader.api import Gradebook, MissingEntry
     out = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with Gradebook(db_url or f"sqlite:///{course / 'gradebook.db'}", course_id="shousi-transformer") as gb:
         for assignment in gb.assignments:
             for student in gb.students:
                 try:

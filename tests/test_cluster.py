@@ -1,0 +1,117 @@
+"""Grading a class on Dask distributed (grader/cluster.py) with the real processes: a scheduler and two
+workers started by ``grader.cluster.start``, a private PostgreSQL gradebook (tools/postgres.sh).
+
+- the grades equal those of the serial ``nbgrader autograde`` (SQLite), cell by cell;
+- a worker killed with SIGKILL while it grades loses nothing: its task runs again on the other
+  worker, and the gradebook ends complete and equal;
+- running the same command again changes nothing;
+- a submission whose kernel dies is graded as it is serially (in the equality above).
+
+Skips, saying why, where the PostgreSQL server programs, its driver or Dask are not installed
+(``.ci/run`` installs them).
+"""
+import glob
+import importlib.util
+import os
+import shutil
+import signal
+import threading
+import time
+
+import pytest
+
+from grader import cluster
+from tools import simulate_class as sim
+
+pytestmark = pytest.mark.slow  # real nbgrader runs and processes: `make test-fast` leaves them out
+
+ASSIGNMENT = "01_attention"
+STUDENTS = ["perfect", "untouched", "classic_mistake", "kernel_dies"]
+
+if not (shutil.which("initdb") or glob.glob("/usr/lib/postgresql/*/bin/initdb")):
+    pytest.skip("PostgreSQL server programs not installed (Debian/Ubuntu: apt-get install postgresql)",
+                allow_module_level=True)
+for module, extra in (("psycopg", "postgres"), ("distributed", "cluster")):
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f'{module} not installed (.venv/bin/pip install -e ".[{extra}]")', allow_module_level=True)
+
+
+def _hand_in_class(course):
+    info = sim.analyse(ASSIGNMENT, sim.ROOT / "source")
+    for student in STUDENTS:
+        sim.hand_in(course, student, ASSIGNMENT, sim.make_submission(student, info))
+
+
+def _scores(course, db_url=None):
+    """{(student, assignment, grade_id): score} as the gradebook holds it."""
+    return {(s, a, g): grade.score for (s, a), cells in sim.read_gradebook(course, db_url).items()
+            for g, grade in cells.items()}
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    assert "NBGRADER_DB_URL" not in os.environ, "the serial run grades into SQLite"
+    course = tmp_path_factory.mktemp("serial")
+    sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=10)
+    _hand_in_class(course)
+    sim.nbgrader(course, "autograde", ASSIGNMENT, check=False)
+    return _scores(course)
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    """(course, db url, client): a course on PostgreSQL and a cluster of two workers."""
+    course = tmp_path_factory.mktemp("cluster")
+    with sim.private_postgres() as db_url:
+        sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=10)
+        _hand_in_class(course)
+        cluster.start(course, workers=2)
+        try:
+            with cluster.client_for(course, workers=2) as client:
+                yield course, db_url, client
+        finally:
+            cluster.stop(course)
+
+
+def _grade(running):
+    course, db_url, client = running
+    return cluster.grade(client, course, db_url, [ASSIGNMENT], log=lambda *_: None)
+
+
+def test_cluster_grades_equal_the_serial_run(serial, running):
+    codes = _grade(running)
+    assert set(codes) == {(ASSIGNMENT, s) for s in STUDENTS}
+    assert _scores(running[0], running[1]) == serial
+
+
+def test_a_killed_worker_loses_nothing(serial, running):
+    course, db_url, _ = running
+    victim = cluster.running_pids(course)["worker-0"]
+    done, killed = threading.Event(), []
+
+    def kill_while_grading():
+        import psutil
+
+        while not done.is_set():
+            if any("nbgrader" in " ".join(p.cmdline()) for p in psutil.Process(victim).children()):
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+                return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=kill_while_grading)
+    watcher.start()
+    try:
+        _grade(running)
+    finally:
+        done.set()
+        watcher.join()
+    assert killed, "worker-0 never graded anything, so it was not killed mid-task"
+    assert not cluster.alive(victim)
+    assert cluster.incomplete(course, db_url, [(ASSIGNMENT, s) for s in STUDENTS]) == []
+    assert _scores(course, db_url) == serial
+
+
+def test_grading_again_changes_nothing(serial, running):
+    _grade(running)
+    assert _scores(running[0], running[1]) == serial
