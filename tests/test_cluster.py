@@ -52,7 +52,7 @@ def _scores(course, db_url=None):
 def serial(tmp_path_factory):
     assert "NBGRADER_DB_URL" not in os.environ, "the serial run grades into SQLite"
     course = tmp_path_factory.mktemp("serial")
-    sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=10)
+    sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=60)
     _hand_in_class(course)
     sim.nbgrader(course, "autograde", ASSIGNMENT, check=False)
     return _scores(course)
@@ -63,7 +63,7 @@ def running(tmp_path_factory):
     """(course, db url, client): a course on PostgreSQL and a cluster of two workers."""
     course = tmp_path_factory.mktemp("cluster")
     with sim.private_postgres() as db_url:
-        sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=10)
+        sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=60)
         _hand_in_class(course)
         cluster.start(course, workers=2)
         try:
