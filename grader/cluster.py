@@ -204,10 +204,15 @@ def alive(pid):
 
 
 def client_for(course, workers=None, timeout=120):
-    """A ``distributed.Client`` of the running cluster, once ``workers`` workers are there."""
+    """A ``distributed.Client`` of the running cluster (``DASK_SCHEDULER_ADDRESS`` when set, as on
+    SLURM or Kubernetes; else the one ``start`` started), once ``workers`` workers are there."""
     from distributed import Client
 
-    client = Client(scheduler_file=str(_state(course) / "scheduler.json"), timeout=timeout)
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        client = Client(address, timeout=timeout)
+    else:
+        client = Client(scheduler_file=str(_state(course) / "scheduler.json"), timeout=timeout)
     if workers:
         client.wait_for_workers(workers, timeout=timeout)
     return client
@@ -233,7 +238,10 @@ def main(argv=None):
             sys.exit("grader.cluster grade: 请先设置 NBGRADER_DB_URL（tools/postgres.sh url）/ set NBGRADER_DB_URL "
                      "first (tools/postgres.sh url): workers share a PostgreSQL gradebook")
         with client_for(COURSE) as client:
-            grade(client, COURSE, db_url, args.assignments or None, args.student)
+            try:
+                grade(client, COURSE, db_url, args.assignments or None, args.student)
+            except RuntimeError as error:
+                sys.exit(f"grader.cluster grade: {error}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ process, out of the learner's kernel's reach:
 - **A dead kernel** (``os._exit``, a segfault, the CPU cap) or one that cannot be interrupted (a
   loop that swallows ``KeyboardInterrupt``): the cell and every later code cell get an error
   output instead of the whole submission failing; cells that ran before keep their points.
+- **No waiting at the end:** the kernel is killed once the last cell has run (``shutdown_kernel``).
 - **One line per error.** What a feedback page shows of an error is one bilingual line: no
   traceback, no file path of the grading machine. The course's own reports (``TestFailure`` and
   the audit's verdicts) are one line already and pass unchanged.
@@ -24,7 +25,7 @@ import re
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Enum, Integer
 
 from grader.limits import LimitedKernelManager
 
@@ -92,6 +93,12 @@ class ResilientExecute(Execute):
         20, help="Once a cell of a notebook has timed out, each later cell of that notebook gets at most "
                  "this many seconds (0: the full timeout again), so calling the same looping code again "
                  "fails fast. Longer than any honest cell of the course takes under autograde.",
+    ).tag(config=True)
+
+    shutdown_kernel = Enum(
+        ["graceful", "immediate"], default_value="immediate",
+        help="How a notebook's kernel ends once its last cell has run: 'immediate' (kill it; nothing is "
+             "left to collect) saves about 0.6 s a notebook over nbclient's 'graceful' shutdown request.",
     ).tag(config=True)
 
     def __init__(self, *args, **kwargs):
