@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from grader.limits import forkserver_for_this_process
+
 COURSE = Path.cwd()
 STATE = "cluster"  # the running cluster's files, under the course directory (git-ignored)
 PR_SET_PDEATHSIG = 1
@@ -47,6 +49,7 @@ def _die_with_parent():
 def autograde_one(course, assignment, student, db_url):
     """The task: autograde one student's assignment; returns (assignment, student, exit code, log tail)."""
     scratch = Path(os.environ.get("GRADER_WORKER_DIR") or Path.cwd())
+    forkserver_for_this_process()  # one warm fork server per worker, for the kernels of all its tasks
     env = dict(os.environ, NBGRADER_DB_URL=db_url, JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
                TMPDIR=str(scratch))
     env.pop("NBGRADER_EXECUTION", None)

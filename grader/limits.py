@@ -19,22 +19,40 @@ Two halves, one in each process:
 Linux enforces both limits; macOS ignores ``RLIMIT_AS`` (the CPU limit still holds).
 """
 import argparse
+import ctypes
 import gc
 import os
 import resource
+import signal
 import sys
+import tempfile
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Integer
+from traitlets import Bool, Integer
+
+from grader import forkserver
 
 EXTENSION = "grader.limits"
+FORKSERVER_ENV = "GRADER_FORKSERVER"  # a running fork server's socket (a cluster worker keeps one)
+PR_SET_PDEATHSIG = 1
 
 
-def launcher_command(kernel_cmd, memory_mb, cpu_seconds):
-    """``kernel_cmd`` run through the launcher with these limits (0 = no limit); the kernel loads
-    the extension that frees a failed cell's memory."""
+def launcher_command(kernel_cmd, memory_mb, cpu_seconds, server=None):
+    """``kernel_cmd`` run through the launcher with these limits (0 = no limit), forked by the fork
+    server at ``server`` when given; the kernel loads the extension that frees a failed cell's memory."""
+    fork = ["--forkserver", server] if server else []
     return [sys.executable, "-m", "grader.limits", "--memory-mb", str(memory_mb), "--cpu-s", str(cpu_seconds),
-            "--", *kernel_cmd, f"--IPKernelApp.extensions={EXTENSION}"]
+            *fork, "--", *kernel_cmd, f"--IPKernelApp.extensions={EXTENSION}"]
+
+
+def forkserver_for_this_process():
+    """The fork server kernels of this process use: ``GRADER_FORKSERVER``'s, or one started now (it
+    lives as long as this process). None where fork servers do not work (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    if not os.environ.get(FORKSERVER_ENV):
+        os.environ[FORKSERVER_ENV] = forkserver.start_server(tempfile.mkdtemp(prefix="grader-fork-"))
+    return os.environ[FORKSERVER_ENV]
 
 
 def set_limits(memory_mb, cpu_seconds):
@@ -52,12 +70,14 @@ class LimitedKernelManager(AsyncKernelManager):
 
     memory_limit_mb = Integer(0, help="Address-space cap of each kernel in MiB (0: none).").tag(config=True)
     cpu_limit_s = Integer(0, help="CPU-time cap of each kernel in seconds (0: none).").tag(config=True)
+    fork_kernels = Bool(False, help="Fork each kernel from a warm fork server (grader/forkserver.py).").tag(config=True)
 
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
-        if not (self.memory_limit_mb or self.cpu_limit_s):
+        server = forkserver_for_this_process() if self.fork_kernels else None
+        if not (self.memory_limit_mb or self.cpu_limit_s or server):
             return cmd
-        return launcher_command(cmd, self.memory_limit_mb, self.cpu_limit_s)
+        return launcher_command(cmd, self.memory_limit_mb, self.cpu_limit_s, server)
 
 
 def _forget_failed_cell(result):
@@ -89,11 +109,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Start a grading kernel under memory and CPU-time limits.")
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--cpu-s", type=int, default=0)
+    parser.add_argument("--forkserver", help="a fork server's socket: fork the kernel there")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the kernel command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command after --")
+    try:  # die with the grader that started this kernel, as ipykernel's own parent poller would
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+    if args.forkserver and forkserver.launch(args.forkserver, command, args.memory_mb, args.cpu_s):
+        return
     set_limits(args.memory_mb, args.cpu_s)
     os.execv(command[0], command)
 

@@ -9,9 +9,11 @@ submission kind and every idiom is ``.venv/bin/python -m tools.simulate_class --
 (minutes; not part of the test suite).
 """
 import re
+import resource
 
 import nbformat
 import pytest
+from traitlets.config.loader import PyFileConfigLoader
 
 from pipeline_helpers import graded_chapters
 from tools import simulate_class
@@ -20,7 +22,8 @@ pytestmark = pytest.mark.slow  # a class graded by real nbgrader: `make test-fas
 
 
 # One of each family; the other kinds are variations the full script runs.
-CLASS = ["perfect", "untouched", "classic_mistake", "infinite_loop", "kernel_dies", "huge_print",
+CLASS = ["perfect", "untouched", "classic_mistake", "infinite_loop", "memory_bomb", "renamed_notebook",
+         "misnamed_notebook", "selfstudy_copy", "kernel_dies", "huge_print",
          "deleted_test_cells", "stripped_test_metadata", "edited_readonly_cell", "rebind_grade_name",
          "patch_grading_module", "import_reference", "forbidden_builtin", "missing_notebook",
          "invalid_json"]
@@ -57,3 +60,22 @@ def test_feedback_shows_the_bilingual_messages(simulated_class):
             f"not 中文 and English: {message!r}"
         assert simulate_class.html.escape(message.splitlines()[0], quote=False) in page
     assert "诊断 / diagnosis" in page, "the feedback names no classic mistake"
+
+
+def test_a_memory_bomb_stays_under_the_kernel_cap(simulated_class):
+    """The memory_bomb student's kernel allocates in a loop; the largest resident set of any process
+    the simulation waited for (nbgrader and its kernels) stays under the cap of nbgrader_config.py."""
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(simulate_class.ROOT)).load_config()
+    cap_kib = config.ResilientExecute.memory_limit_mb * 1024
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < cap_kib
+
+
+def test_feedback_shows_no_traceback_or_path(simulated_class):
+    """Feedback pages show one line per error: no Python traceback, no path of the grading machine."""
+    _, _, course = simulated_class
+    pages = list((course / "feedback").rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text()
+        assert "Traceback (most recent call last)" not in text, page
+        assert str(course) not in text and "site-packages" not in text, page

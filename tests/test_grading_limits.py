@@ -1,0 +1,111 @@
+"""The grading kernel's limits and one-line errors (grader/execution.py, grader/limits.py), and the
+matching of renamed hand-ins (grader/handins.py).
+
+The kernel tests run one small notebook through ``ResilientExecute`` as ``nbgrader autograde`` does;
+the whole course goes through the same code in tests/test_class_simulation.py (a memory bomb, a
+hang, renamed and self-study hand-ins).
+"""
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from grader.execution import ResilientExecute
+from grader.handins import match
+
+LOOP = "def spin():\n    while True:\n        pass\n"
+BOMB = "def bomb():\n    keep = []\n    while True:\n        keep.append(bytearray(10**8))\n"
+
+
+@pytest.fixture(scope="module")
+def graded():
+    """The cells' outputs of one notebook with a memory bomb, a hang called twice, a syntax
+    error and a name its failed cell never defined, under a 1 GiB cap and a 6 s timeout."""
+    nb = new_notebook(cells=[
+        new_code_cell("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20)"),
+        new_code_cell(BOMB + "bomb()"),
+        new_code_cell("block = bytearray(500 * 10**6)  # fits once the bomb's memory is let go\nprint(len(block))"),
+        new_code_cell(LOOP + "spin()"),
+        new_code_cell("spin()  # the same hanging code again"),
+        new_code_cell("def answer(:\n    return 42"),
+        new_code_cell("print(answer())"),
+        new_code_cell("print('still alive')"),
+    ])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executor = ResilientExecute(timeout=6, timeout_after_hang=2, memory_limit_mb=1536, cpu_limit_s=300)
+    executor.preprocess(nb, {"metadata": {"path": "."}})
+    return [cell.outputs for cell in nb.cells]
+
+
+def _error(outputs):
+    errors = [o for o in outputs if o.output_type == "error"]
+    assert len(errors) == 1, outputs
+    assert errors[0].traceback == [errors[0].evalue], "one line, no traceback"
+    return errors[0].evalue
+
+
+@pytest.mark.slow  # starts a kernel
+def test_the_kernel_runs_under_the_memory_cap(graded):
+    outputs = graded
+    assert outputs[0][0].text.strip() == "1536"
+
+
+@pytest.mark.slow  # starts a kernel
+def test_a_memory_bomb_costs_its_own_cell_only(graded):
+    outputs = graded
+    assert "Out of memory" in _error(outputs[1]) and "1536 MiB" in _error(outputs[1])
+    assert outputs[2][0].text.strip() == str(500 * 10**6), "the bomb's memory was not let go"
+
+
+@pytest.mark.slow  # starts a kernel
+def test_a_hang_costs_one_timeout_then_fails_fast(graded):
+    outputs = graded
+    assert "6 s" in _error(outputs[3]) and "Timed out" in _error(outputs[3])
+    assert "2 s" in _error(outputs[4]), "the second call was given the full timeout again"
+
+
+@pytest.mark.slow  # starts a kernel
+def test_syntax_and_name_errors_read_as_one_line(graded):
+    outputs = graded
+    syntax = _error(outputs[5])
+    assert syntax.startswith("❌ 语法错误（第 1 行）") and "SyntaxError (line 1)" in syntax and ".py" not in syntax
+    name = _error(outputs[6])
+    assert "answer" in name and "cell 6 has a syntax error" in name
+    assert outputs[7][0].text.strip() == "still alive"
+
+
+@pytest.mark.parametrize("files, expected, renamed", [
+    (["01_attention (1).ipynb"], "01_attention", "01_attention (1).ipynb"),
+    (["01_attention-alice.ipynb"], "01_attention", "01_attention-alice.ipynb"),
+    (["alice_01_Attention.ipynb", "notes.txt"], "01_attention", "alice_01_Attention.ipynb"),
+    (["01_attention.ipynb", "01_attention (1).ipynb"], "01_attention", None),  # the right name wins
+])
+def test_a_renamed_notebook_is_matched(tmp_path, files, expected, renamed):
+    for name in files:
+        (tmp_path / name).write_text("{}")
+    renames, refusals = match(tmp_path, [expected])
+    assert refusals == []
+    assert renames == ({tmp_path / renamed: tmp_path / f"{expected}.ipynb"} if renamed else {})
+
+
+@pytest.mark.parametrize("files", [["homework.ipynb"], ["01_attention (1).ipynb", "01_attention (2).ipynb"], []])
+def test_an_unrecognisable_hand_in_is_refused_in_one_line(tmp_path, files):
+    for name in files:
+        (tmp_path / name).write_text("{}")
+    renames, refusals = match(tmp_path, ["01_attention"])
+    assert renames == {} and len(refusals) == 1
+    assert "01_attention.ipynb" in refusals[0] and all(name in refusals[0] for name in files)
+    assert "\n" not in refusals[0]
+
+
+@pytest.mark.slow  # starts kernels
+def test_kernels_are_forked_fresh_from_the_warm_server():
+    """Two notebooks in a row: each kernel is forked by the fork server (torch already imported),
+    and the second sees nothing the first defined."""
+    probe = ("import os, sys\nparent = open(f'/proc/{os.getppid()}/cmdline').read()\n"
+             "print('grader.forkserver' in parent, 'torch' in sys.modules, 'secret' in globals())")
+    outputs = []
+    for first_line in ("secret = 42", "pass"):
+        nb = new_notebook(cells=[new_code_cell(first_line), new_code_cell(probe)])
+        nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        ResilientExecute(timeout=60).preprocess(nb, {"metadata": {"path": "."}})
+        outputs.append(nb.cells[1].outputs[0].text.split())
+    assert outputs == [["True", "True", "True"], ["True", "True", "False"]]
