@@ -18,7 +18,7 @@ BOMB = "def bomb():\n    keep = []\n    while True:\n        keep.append(bytearr
 @pytest.fixture(scope="module")
 def graded():
     """The cells' outputs of one notebook with a memory bomb, a hang called twice, a syntax
-    error and a name its failed cell never defined, under a 1 GiB cap and a 6 s timeout."""
+    error and a name its failed cell never defined, under a 2.5 GiB cap and a 6 s timeout."""
     nb = new_notebook(cells=[
         new_code_cell("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20)"),
         new_code_cell(BOMB + "bomb()"),
@@ -30,7 +30,7 @@ def graded():
         new_code_cell("print('still alive')"),
     ])
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    executor = ResilientExecute(timeout=6, timeout_after_hang=2, memory_limit_mb=1536, cpu_limit_s=300)
+    executor = ResilientExecute(timeout=6, timeout_after_hang=2, memory_limit_mb=2560, cpu_limit_s=300)
     executor.preprocess(nb, {"metadata": {"path": "."}})
     return [cell.outputs for cell in nb.cells]
 
@@ -45,13 +45,13 @@ def _error(outputs):
 @pytest.mark.slow  # starts a kernel
 def test_the_kernel_runs_under_the_memory_cap(graded):
     outputs = graded
-    assert outputs[0][0].text.strip() == "1536"
+    assert outputs[0][0].text.strip() == "2560"
 
 
 @pytest.mark.slow  # starts a kernel
 def test_a_memory_bomb_costs_its_own_cell_only(graded):
     outputs = graded
-    assert "Out of memory" in _error(outputs[1]) and "1536 MiB" in _error(outputs[1])
+    assert "Out of memory" in _error(outputs[1]) and "2560 MiB" in _error(outputs[1])
     assert outputs[2][0].text.strip() == str(500 * 10**6), "the bomb's memory was not let go"
 
 
