@@ -262,3 +262,4 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
             f"{student}: math is not MathML, or MathJax is still loaded"
         assert not re.search(r"<script[^>]+src=\"https?:", html), f"{student}: feedback loads a script from the web"
         assert "❌" in html, f"{student}: the failed cells show no report"
+        assert "div.output_subarea pre { white-space: pre-wrap;" in html, f"{student}: long ❌ lines do not wrap"

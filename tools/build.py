@@ -60,6 +60,10 @@ NOTEBOOK_METADATA = {
     "language_info": {"name": "python"},
 }
 EXECUTE_TIMEOUT = 900  # seconds per cell when executing an answer key (chapter 07 trains fully)
+# The header of every graded chapter says which file a learner hands in (docs/INSTRUCTOR.md section 3).
+HAND_IN = ("\n\n> **交作业（hand in）**：如果课程用 nbgrader 评分，交回这个笔记本文件本身 `{name}.ipynb`"
+           "（浏览器下载时自动改成的 `{name} (1).ipynb` 之类也能认出）；"
+           "`make lab` 打开的 `workspace/` 里那份也可以直接交。")
 VOLATILE_MIME = ("image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json")
 
 
@@ -342,6 +346,8 @@ def build_notebook(name, edition):
         seen_ids.add(grade_id)
         cell_meta["nbgrader"] = nbg
         out.append(nbformat.v4.new_code_cell(body, id=grade_id, metadata=cell_meta))
+    if any(c.metadata["nbgrader"]["grade"] for c in out if c.cell_type == "code"):
+        out[0].source += HAND_IN.format(name=name)
     nb = nbformat.v4.new_notebook(cells=out, metadata=copy.deepcopy(NOTEBOOK_METADATA))
     nb.nbformat_minor = 5
     return nb
