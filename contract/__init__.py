@@ -189,7 +189,7 @@ COMPONENTS = (
        mistakes=("filters_order_swapped", "temperature_after_softmax", "top_p_missing", "top_k_missing")),
     _c("sample_next_token", "08", "decoding", "graded", "arg-max at temperature 0, else a draw from `sampling_probs`",
        "logits, temperature=1.0, top_k=None, top_p=None, generator=None",
-       mistakes=("sample_argmax", "temperature_after_softmax", "sample_draw_not_contract")),
+       mistakes=("sample_argmax", "temperature_after_softmax", "sample_draw_not_contract", "top_p_missing")),
     _c("generate", "08", "decoding", "graded", "autoregressive generation, with or without the KV cache (same tokens)",
        "model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True",
        mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only")),

@@ -88,8 +88,15 @@ def test_a_crash_on_a_listed_shape_says_the_contract_requires_it():
 def test_missing_gradients_say_the_output_has_no_graph():
     from catalogue.wrong_realcode import FFNInferenceMode
 
-    message = run_check("FeedForward", FFNInferenceMode).message
-    assert "the output has no autograd graph (no_grad / inference_mode)" in message
+    class TransformerInferenceMode(REFERENCE["Transformer"]):  # a composite: its parts are right alone
+        @torch.inference_mode()
+        def forward(self, src, tgt_in):
+            return super().forward(src, tgt_in)
+
+    for check, obj in (("FeedForward", FFNInferenceMode), ("Transformer", TransformerInferenceMode)):
+        result = run_check(check, obj)
+        assert result.diagnoses == ("no_autograd_graph",), result.message
+        assert "the output has no autograd graph (no_grad / inference_mode)" in result.message
 
 
 def test_a_recomputing_cache_is_told_what_was_measured():

@@ -1077,7 +1077,12 @@ def sample_next_token_variants(ref, case):
     def run(**bug):
         return {"tokens": _sample(case["logits"], **kw, generator=torch.Generator().manual_seed(case["seed"]), **bug)}
 
-    return [("sample_argmax", lambda: run(argmax=True)), ("temperature_after_softmax", lambda: run(after_softmax=True))]
+    def without(name):  # one filter left out, the draw the contract's
+        return {"tokens": _sample(case["logits"], **{**kw, name: None},
+                                  generator=torch.Generator().manual_seed(case["seed"]))}
+
+    return [("sample_argmax", lambda: run(argmax=True)), ("temperature_after_softmax", lambda: run(after_softmax=True)),
+            ("top_p_missing", lambda: without("top_p")), ("top_k_missing", lambda: without("top_k"))]
 
 
 def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalise=True, stop_finished=True,

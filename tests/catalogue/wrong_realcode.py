@@ -87,6 +87,13 @@ def sample_without_generator(logits, temperature=1.0, top_k=None, top_p=None, ge
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # bug: ... so the second one is used
 
 
+def sample_no_top_p(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(R["top_k_filter"](logits / temperature, top_k), -1)  # bug: top_p ignored
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
 class FFNInferenceMode(nn.Module):
     """A right FFN whose forward runs under torch.inference_mode: no autograd graph."""
 
@@ -211,6 +218,7 @@ CASES = [
     ("sampling_probs", sampling_probs_no_top_p, "top_p_missing"),
     ("sampling_probs", sampling_probs_no_top_k, "top_k_missing"),
     ("sample_next_token", sample_without_generator, "sample_draw_not_contract"),
+    ("sample_next_token", sample_no_top_p, "top_p_missing"),
     ("FeedForward", FFNInferenceMode, "no_autograd_graph"),
     ("generate", generate_recomputes, "kv_cache_recomputes"),
     ("generate", generate_new_tokens_only, "generate_new_tokens_only"),
