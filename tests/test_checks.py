@@ -76,6 +76,20 @@ def test_minus_inf_is_shown_as_minus_inf():
     assert "expected -inf, got 0" in message and "max error inf" in message and "e+308" not in message
 
 
+def test_a_case_two_mistakes_explain_alike_names_neither():
+    """sampling_probs' last case (top_k=2, top_p=0.6) gives the same probabilities without top-p and with
+    the filters swapped: where no one mistake explains every case, that case is told what differs, not a
+    guess between the two."""
+    sampling_probs = REFERENCE["sampling_probs"]
+
+    def two_slips(logits, temperature=1.0, top_k=None, top_p=None):
+        probs = sampling_probs(logits, temperature, top_k, None if top_k == 2 else top_p)
+        return probs.roll(1, -1) if top_k is None and top_p is None else probs  # no known mistake there
+
+    result = run_check("sampling_probs", two_slips)
+    assert not result.passed and result.diagnoses == (), result.message
+
+
 def test_a_crash_on_a_listed_shape_says_the_contract_requires_it():
     def top_k_2d(logits, k):
         B, V = logits.shape  # written for (B, V) only

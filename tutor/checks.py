@@ -449,6 +449,10 @@ def _diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
         if alone and len(key[0]) > 1:
             return []
         if table.reproduces(key, outcomes, expected, failing):
+            rivals = [k for k in table.order if len(k[0]) == len(key[0]) and set(k[0]) != set(key[0])
+                      and table.reproduces(k, outcomes, expected, failing)]
+            if rivals:  # the cases do not tell these mistakes apart: naming one would be a guess
+                return []
             return [table.finding(key, failing, expected, first)]
     if alone:
         return []
