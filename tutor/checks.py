@@ -1059,14 +1059,15 @@ def _untrained_case(seed, cfg, B, n, vocab=11):
 
 @contextmanager
 def _tokens_seen(modules):
-    """``{name: [tokens per row of each call]}`` while the block runs: a forward pre-hook on each module
-    of ``modules`` (name -> module) records the length of the sequence each call is given."""
+    """``{name: [tokens of each call]}`` while the block runs: a forward pre-hook on each module of
+    ``modules`` (name -> module) counts the tokens each call is given, in any layout: token ids
+    (..., ) count one each, hidden states (..., d) one per vector."""
     seen = {name: [] for name in modules}
 
     def hook(name):
         def record(module, args):
             x = args[0]
-            seen[name].append(int(x.shape[1]) if x.dim() > 1 else 1)  # (B, T) ids or (B, T, d) states
+            seen[name].append(x.numel() if not x.is_floating_point() else x.numel() // x.size(-1))
         return record
 
     handles = [m.register_forward_pre_hook(hook(name)) for name, m in modules.items()]
@@ -1089,6 +1090,8 @@ def _cost_problems(name, cases):
         seen = (case.extra or {}).get("seen")
         if not seen:
             continue
+        B = case["idx" if name == "generate" else "src"].size(0)
+        seen = {k: [tokens // B for tokens in v] for k, v in seen.items()}  # tokens per row
         if name == "generate":
             fed, T0, n = seen["tok_embed"], case["idx"].size(1), case["max_new_tokens"]
             if fed and sum(fed) > T0 + n:

@@ -26,7 +26,8 @@ def generate_chunked_prefill(model, idx, max_new_tokens, temperature=0.0, top_k=
 
 
 def greedy_cached_preallocated(model, src, bos_id, eos_id, max_new_tokens):
-    """K/V buffers of max_new_tokens positions allocated once and written in place (gpt-fast's style)."""
+    """K/V buffers of max_new_tokens positions allocated once and written in place (gpt-fast's style), the
+    new token projected as a (B, d_model) matrix: the cost is counted in tokens, whatever the layout."""
     return _greedy_cached(model, src, bos_id, eos_id, max_new_tokens, preallocated=True)
 
 

@@ -163,7 +163,9 @@ def _greedy_cached(model, src, bos_id, eos_id, max_new_tokens, cross_every_step=
         for i, layer in enumerate(layers):
             sa = layer.self_attn
             k_new, v_new = split(sa.W_k(x), sa.num_heads), split(sa.W_v(x), sa.num_heads)  # (B, H, 1, d_k)
-            if preallocated:
+            if preallocated:  # and the new token projected as a (B, d_model) matrix: (B, d_model) -> (B, H, 1, d_k)
+                k_new = sa.W_k(x.reshape(B, d_model)).view(B, sa.num_heads, 1, -1)
+                v_new = sa.W_v(x.reshape(B, d_model)).view(B, sa.num_heads, 1, -1)
                 buffers[i][0][:, :, t:t + 1], buffers[i][1][:, :, t:t + 1] = k_new, v_new
                 k, v = buffers[i][0][:, :, :t + 1], buffers[i][1][:, :, :t + 1]  # (B, H, t + 1, d_k)
             else:
