@@ -19,7 +19,10 @@ the mistake inside it ("your EncoderLayer's norm1.ln: unbiased variance, eps = 1
 are one object (``norm2 = norm1``, ``[layer] * N``) or tied parameters are named as such; then the
 composite's wiring is judged by running its contract forward, and its known wiring bugs (Pre-LN,
 masks, shared norms, ...), with the learner's own parts. ``CheckResult.diagnoses`` lists every id named.
-Copy-batch checks compare properties, since random content cannot match.
+Copy-batch checks compare properties, since random content cannot match. Where an exercise is about
+cost (a KV cache: ``generate``, ``greedy_decode_cached``), forward hooks on the provided model count
+the tokens each call is fed, and a recomputation fails with what was measured, even when every token
+is right (``_with_cost``).
 
 Fused-QKV and similar layouts: the contract fixes the parameter names (``W_q, W_k, W_v, W_o``),
 so weights are copied by name only. A fused projection is fine when it keeps those parameters and

@@ -11,6 +11,8 @@ Entries are ``(ids, thunk)`` or ``(ids, thunk, note, singles)``: ``ids`` one id 
 ``WIRING`` maps a composite's check name to its contract forward written from its parts, so that
 ``tutor.checks`` can run it (and the wiring variants) with the *learner's* parts.
 ``EXCEPTIONS`` maps error-message fragments to a diagnosis for learners whose code raises.
+``RULES`` names what a failing case shows when no variant reproduces it (an allowed token drawn
+another way, right tokens with another score, gradients missing because the output has no graph).
 
 Every variant is written from the reference's building blocks (its weights and sub-modules), so
 a diagnosis means "your output equals what this exact bug produces", not a guess.
