@@ -230,6 +230,10 @@ with torch.no_grad():
 
 # %% grade_id="transformer_forward_matches_reference" points=4 check="Transformer:Transformer"
 # Visible tests: encode/decode/forward recomputed step by step from your model's own parts.
+def _hidden(out):  # layers return (x, weights) in chapter 05's contract; a layer of your own may return x alone
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
 torch.manual_seed(14)
 _m = Transformer(10, 10, d_model=16, num_heads=4, d_ff=32, num_layers=2, dropout=0.0).eval()
 _src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])                                # (B, T_s)
@@ -238,13 +242,13 @@ with torch.no_grad():
     _src_mask = make_pad_mask(_src)                                                 # (B, 1, 1, T_s)
     _x = _m.pos_enc(_m.src_embed(_src) * math.sqrt(16))                            # (B, T_s, d_model)
     for _layer in _m.encoder_layers:
-        _x, _ = _layer(_x, _src_mask)
+        _x = _hidden(_layer(_x, _src_mask))
     assert torch.allclose(_m.encode(_src), _x, atol=1e-5), \
         "encode：嵌入 × √d_model，加位置编码，再过各编码器层（源填充掩码）/ encode: embed * sqrt(d_model), + PE, encoder layers with the source pad mask"
     _tgt_mask = make_pad_mask(_tgt) & make_subsequent_mask(5)                       # (B, 1, T_t, T_t)
     _y = _m.pos_enc(_m.tgt_embed(_tgt) * math.sqrt(16))                            # (B, T_t, d_model)
     for _layer in _m.decoder_layers:
-        _y, _ = _layer(_y, _x, _tgt_mask, _src_mask)
+        _y = _hidden(_layer(_y, _x, _tgt_mask, _src_mask))
     assert torch.allclose(_m.decode(_tgt, _x, _src_mask), _y, atol=1e-5), \
         "decode：嵌入 × √d_model，加位置编码，各解码器层（填充 & 因果，交叉注意力用 src_mask）/ decode: pad & causal self-mask, src_mask for cross-attention"
     assert torch.allclose(_m(_src, _tgt), _m.out_proj(_y), atol=1e-5), "forward 应返回 out_proj(decode(...)) / forward must return out_proj(decode(...))"

@@ -2,8 +2,9 @@
 
 - every wrong implementation in tests/catalogue/wrong_*.py fails its check with the expected diagnosis;
 - every right alternative in tests/catalogue/right_*.py passes;
-- every real-world-style implementation in tests/catalogue/realworld.py fails with every real
-  difference named (two or more mistakes at once, in the part of a composite where they sit);
+- every real-world-style implementation in tests/catalogue/realworld.py, and every real public one in
+  tests/catalogue/realworld_llm.py, fails with every real difference named (two or more mistakes at
+  once, in the part of a composite where they sit);
 - the reference's own source, defined outside ``solutions``, passes every check;
 - the from-scratch guard refuses built-ins and the reference package;
 - grade() and report() behave as the notebooks need.
@@ -24,13 +25,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import catalogue
-from catalogue import realworld
+from catalogue import realworld, realworld_llm
 from catalogue.reference import load
 from tutor import mistakes
 from tutor.checks import CHECKS, MORE, NOT_IMPLEMENTED, run_check
 from tutor.grading import grade, report
 
-WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right")
+WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT
+REALWORLD = realworld.CASES + realworld_llm.CASES
 REFERENCE = load()
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
@@ -49,19 +51,76 @@ def test_wrong_implementation_fails_with_its_diagnosis(check, obj, diagnosis):
     assert result.case is not None
     if diagnosis is not None:
         assert f"[{diagnosis}]" in result.message and " / " in result.message
+    assert "e+308" not in result.message, "-inf is shown as -inf"
 
 
-@pytest.mark.parametrize("check, obj, ids, where", realworld.CASES, ids=[_label(c) for c in realworld.CASES])
+@pytest.mark.parametrize("check, obj, ids, where", REALWORLD, ids=[_label(c) for c in REALWORLD])
 def test_realworld_implementation_fails_with_every_difference_named(check, obj, ids, where):
     result = run_check(check, obj)
     assert not result.passed, result.message
     assert set(result.diagnoses) == ids, result.message
+    assert "e+308" not in result.message
     assert result.diagnosis == result.diagnoses[0]
     for mid in ids:
         assert mistakes.explain(mid) in result.message
     if where is not None:  # the part is named on a "where" line
         where_line = rf"定位 / where: 你的 {check} 的 (\S+, )*{re.escape(where)}[,（ ]"
         assert re.search(where_line, result.message), result.message
+
+
+def test_minus_inf_is_shown_as_minus_inf():
+    def top_k_fill_zero(logits, k):
+        return logits.masked_fill(logits < torch.topk(logits, k, -1).values[..., -1:], 0.0)
+
+    message = run_check("top_k_filter", top_k_fill_zero).message
+    assert "expected -inf, got 0" in message and "max error inf" in message and "e+308" not in message
+
+
+def test_a_case_two_mistakes_explain_alike_names_neither():
+    """sampling_probs' last case (top_k=2, top_p=0.6) gives the same probabilities without top-p and with
+    the filters swapped: where no one mistake explains every case, that case is told what differs, not a
+    guess between the two."""
+    sampling_probs = REFERENCE["sampling_probs"]
+
+    def two_slips(logits, temperature=1.0, top_k=None, top_p=None):
+        probs = sampling_probs(logits, temperature, top_k, None if top_k == 2 else top_p)
+        return probs.roll(1, -1) if top_k is None and top_p is None else probs  # no known mistake there
+
+    result = run_check("sampling_probs", two_slips)
+    assert not result.passed and result.diagnoses == (), result.message
+
+
+def test_a_crash_on_a_listed_shape_says_the_contract_requires_it():
+    def top_k_2d(logits, k):
+        B, V = logits.shape  # written for (B, V) only
+        return logits.masked_fill(logits < torch.topk(logits, k, -1).values[:, -1:], float("-inf"))
+
+    message = run_check("top_k_filter", top_k_2d).message
+    assert "the contract requires these inputs to work: logits (2, 2, 7)" in message
+
+
+def test_missing_gradients_say_the_output_has_no_graph():
+    from catalogue.wrong_realcode import FFNInferenceMode
+
+    class TransformerInferenceMode(REFERENCE["Transformer"]):  # a composite: its parts are right alone
+        @torch.inference_mode()
+        def forward(self, src, tgt_in):
+            return super().forward(src, tgt_in)
+
+    for check, obj in (("FeedForward", FFNInferenceMode), ("Transformer", TransformerInferenceMode)):
+        result = run_check(check, obj)
+        assert result.diagnoses == ("no_autograd_graph",), result.message
+        assert "the output has no autograd graph (no_grad / inference_mode)" in result.message
+
+
+def test_a_recomputing_cache_is_told_what_was_measured():
+    from catalogue.wrong_realcode import generate_recomputes, greedy_cached_calls_plain
+
+    generate = run_check("generate", generate_recomputes).message
+    assert "tokens fed per model call 3, 4, 5, 6, 7, 8" in generate and "with the cache: 3, 1, 1, 1, 1, 1" in generate
+    greedy = run_check("greedy_decode_cached", greedy_cached_calls_plain)
+    assert greedy.diagnoses == ("kv_cache_recomputes", "cross_kv_recomputed"), greedy.message
+    assert "every output is right, but the cost breaks the contract" in greedy.message
 
 
 def test_two_mistakes_each_named_only_on_the_cases_where_they_show():

@@ -19,7 +19,10 @@ the mistake inside it ("your EncoderLayer's norm1.ln: unbiased variance, eps = 1
 are one object (``norm2 = norm1``, ``[layer] * N``) or tied parameters are named as such; then the
 composite's wiring is judged by running its contract forward, and its known wiring bugs (Pre-LN,
 masks, shared norms, ...), with the learner's own parts. ``CheckResult.diagnoses`` lists every id named.
-Copy-batch checks compare properties, since random content cannot match.
+Copy-batch checks compare properties, since random content cannot match. Where an exercise is about
+cost (a KV cache: ``generate``, ``greedy_decode_cached``), forward hooks on the provided model count
+the tokens each call is fed, and a recomputation fails with what was measured, even when every token
+is right (``_with_cost``).
 
 Fused-QKV and similar layouts: the contract fixes the parameter names (``W_q, W_k, W_v, W_o``),
 so weights are copied by name only. A fused projection is fine when it keeps those parameters and
@@ -143,6 +146,15 @@ def _to_numpy(v):
     return np.asarray(v)
 
 
+def _num(v):
+    """A number as messages show it: -inf (or the dtype's most negative number, which blocks a token
+    the same way) as -inf, never -1.79769e+308."""
+    v = float(v)
+    if math.isinf(v) or abs(v) >= np.finfo(np.float64).max:
+        return "-inf" if v < 0 else "inf"
+    return f"{v:.6g}"
+
+
 def _compare(key, expected, got):
     """None when ``got`` matches ``expected``; otherwise a one-line bilingual reason."""
 
@@ -151,7 +163,7 @@ def _compare(key, expected, got):
             return f"{key}: 应为 Python float / must be a Python float, got {type(got).__name__}"
         g = float(got)
         if math.isnan(g) or abs(g - expected) > ATOL + RTOL * abs(expected):
-            return f"{key}: 期望 / expected {expected:.6g}, 得到 / got {g:.6g}"
+            return f"{key}: 期望 / expected {_num(expected)}, 得到 / got {_num(g)}"
         return None
     if isinstance(expected, torch.Tensor):
         if type(got) is not torch.Tensor:
@@ -178,12 +190,12 @@ def _compare(key, expected, got):
     nan = np.isnan(g) & ~np.isnan(e)
     if nan.any():
         idx = tuple(int(i) for i in np.argwhere(nan)[0])
-        return f"{key}: 出现 NaN / contains NaN, first at {idx} (expected {e[idx]:.6g})"
+        return f"{key}: 出现 NaN / contains NaN, first at {idx} (expected {_num(e[idx])})"
     err = np.abs(np.nan_to_num(g - e, nan=0.0, posinf=np.inf, neginf=np.inf))
     if not np.allclose(g, e, atol=ATOL, rtol=RTOL, equal_nan=True):
         idx = tuple(int(i) for i in np.unravel_index(np.argmax(err), err.shape))
-        return (f"{key}: 最大误差 / max error {err[idx]:.3g} at {idx}: "
-                f"expected {e[idx]:.6g}, got {g[idx]:.6g}")
+        error = "inf" if err[idx] >= np.finfo(np.float64).max / 2 else f"{err[idx]:.3g}"
+        return f"{key}: 最大误差 / max error {error} at {idx}: expected {_num(e[idx])}, got {_num(g[idx])}"
     return None
 
 
@@ -312,13 +324,19 @@ def _run(name, obj, cases, learner, reference, ref_for=lambda case: None):
         except Exception as exc:  # the learner's code raised: keep going, diagnose from all cases
             outcomes.append(exc)
             if failure is None:
-                failure = (i, f"运行出错 / raised {type(exc).__name__}: {str(exc).strip()[:300]}{_learner_line(exc)}")
+                shapes = _describe(case.inputs)
+                required = (f"\n  契约要求这个用例的输入也能运行 / the contract requires these inputs to work: {shapes}"
+                            if shapes else "")
+                failure = (i, f"运行出错 / raised {type(exc).__name__}: {str(exc).strip()[:300]}{_learner_line(exc)}"
+                              f"{required}")
             continue
         outcomes.append(got)
         if failure is None:
             for key, value in expected.items():
                 if key not in got:
-                    failure = (i, f"{key}: 没有返回 / not returned")
+                    graph = (" —— 输出没有自动求导图 / the output has no autograd graph (no_grad / inference_mode)"
+                             if key.startswith("grad ") else "")
+                    failure = (i, f"{key}: 没有返回 / not returned{graph}")
                     break
                 reason = _compare(key, value, got[key])
                 if reason:
@@ -434,6 +452,10 @@ def _diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
         if alone and len(key[0]) > 1:
             return []
         if table.reproduces(key, outcomes, expected, failing):
+            rivals = [k for k in table.order if len(k[0]) == len(key[0]) and set(k[0]) != set(key[0])
+                      and table.reproduces(k, outcomes, expected, failing)]
+            if rivals:  # the cases do not tell these mistakes apart: naming one would be a guess
+                return []
             return [table.finding(key, failing, expected, first)]
     if alone:
         return []
@@ -444,8 +466,14 @@ def _diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
             mid = next((m for fragment, m in mistakes.EXCEPTIONS if fragment in str(got)), None)
             key = ((mid,), None) if mid else None
         else:
-            key = next((k for k in table.order if i in table.entries[k] and (v := table.out(k, i)) is not RAISES
-                        and _matches(v, got) and not _matches(v, expected[i])), None)
+            keys = [k for k in table.order if i in table.entries[k] and (v := table.out(k, i)) is not RAISES
+                    and _matches(v, got) and not _matches(v, expected[i])]
+            # a case that two different mistakes explain alike tells them apart no better than none
+            key = keys[0] if keys and all(set(k[0]) >= set(keys[0][0]) for k in keys) else None
+            if not keys:
+                mid = next((m for rule in (mistakes.RULES.get(name), mistakes.RULES["*"]) if rule
+                            and (m := rule(cases[i], expected[i], got))), None)
+                key = ((mid,), None) if mid else None
         if key is not None:
             groups.setdefault(key, []).append(i)
 
@@ -1030,6 +1058,98 @@ def _untrained_case(seed, cfg, B, n, vocab=11):
                 {"src": src}, {"model": model, "bos_id": 1, "eos_id": 2, "max_new_tokens": n})
 
 
+# ---------------------------------------------------------------- cost: what a KV cache promises
+
+@contextmanager
+def _tokens_seen(modules):
+    """``{name: [tokens of each call]}`` while the block runs: a forward pre-hook on each module of
+    ``modules`` (name -> module) counts the tokens each call is given, in any layout: token ids
+    (..., ) count one each, hidden states (..., d) one per vector."""
+    seen = {name: [] for name in modules}
+
+    def hook(name):
+        def record(module, args):
+            x = args[0]
+            seen[name].append(x.numel() if not x.is_floating_point() else x.numel() // x.size(-1))
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(name)) for name, m in modules.items()]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _fed(counts, limit=8):
+    shown = ", ".join(str(c) for c in counts[:limit]) + (", …" if len(counts) > limit else "")
+    return f"{shown}（共 / total {sum(counts)}）"
+
+
+def _cost_problems(name, cases):
+    """(id, note) for each cost mistake measured on the learner's calls (``case.extra["seen"]``)."""
+    problems = {}
+    for case in cases:
+        seen = (case.extra or {}).get("seen")
+        if not seen:
+            continue
+        B = case["idx" if name == "generate" else "src"].size(0)
+        seen = {k: [tokens // B for tokens in v] for k, v in seen.items()}  # tokens per row
+        if name == "generate":
+            fed, T0, n = seen["tok_embed"], case["idx"].size(1), case["max_new_tokens"]
+            if fed and sum(fed) > T0 + n:
+                honest = [T0] + [1] * (len(fed) - 1)
+                problems.setdefault("kv_cache_recomputes", (
+                    f"实测 / measured: 每次调用模型喂入的词元数 / tokens fed per model call {_fed(fed)}，"
+                    f"用缓存应是 / with the cache: {_fed(honest)}（用例 / case 「{case.label}」）"))
+            continue
+        fed = seen["self"]  # decoding starts from BOS alone: every step feeds one token
+        if fed and sum(fed) > len(fed):
+            problems.setdefault("kv_cache_recomputes", (
+                f"实测 / measured: 每步送进解码器自注意力的词元数 / tokens fed to the decoder's self-attention per "
+                f"step {_fed(fed)}，用缓存应是 / with the cache: {_fed([1] * len(fed))}"
+                f"（用例 / case 「{case.label}」）"))
+        cross = max((len(v) for k, v in seen.items() if k.startswith("cross")), default=0)
+        if cross > 1:
+            problems.setdefault("cross_kv_recomputed", (
+                f"实测 / measured: 每层的 cross_attn.W_k 调用了 {cross} 次 / each layer's cross_attn.W_k ran {cross} "
+                f"times, 应为 1 次 / once（用例 / case 「{case.label}」）"))
+    return sorted(problems.items(), key=lambda item: item[0] != "kv_cache_recomputes")
+
+
+def _with_cost(result, name, cases):
+    """``result`` with the cost mistakes measured on ``cases`` added (a right output that recomputes fails)."""
+    problems = _cost_problems(name, cases)
+    if not problems:
+        return result
+    lines = [result.message if not result.passed else
+             f"{name}: 结果都对，但开销不符合契约 / every output is right, but the cost breaks the contract"]
+    for mid, note in problems:
+        lines += [f"  {mistakes.explain(mid)}", f"    {note}"]
+    ids = tuple(dict.fromkeys(result.diagnoses + tuple(mid for mid, _ in problems)))
+    return CheckResult(name, False, result.case or cases[0].label, "\n".join(lines), ids[0], ids)
+
+
+def _measured(call, modules):
+    """``call(fn, case)`` that records, in ``case.extra["seen"]``, the tokens ``modules(case)`` see."""
+    def run(fn, case):
+        watched = modules(case)
+        if not watched:
+            return call(fn, case)
+        with _tokens_seen(watched) as seen:
+            out = call(fn, case)
+        case.extra["seen"] = seen
+        return out
+    return run
+
+
+def _decoder_projections(case):
+    model = case["model"]
+    watched = {"self": model.decoder_layers[0].self_attn.W_k}
+    watched.update({f"cross{i}": layer.cross_attn.W_k for i, layer in enumerate(model.decoder_layers)})
+    return watched
+
+
 @register("greedy_decode")
 def check_greedy_decode(fn):
     cases = _greedy_cases(_provided_transformer(11, 13, **TRANSFORMER_CFG)) + [_untrained_case(*_UNTRAINED[0])]
@@ -1044,7 +1164,9 @@ def check_greedy_decode_cached(fn):
 
     cases = _greedy_cases(_provided_transformer(11, 13, **TRANSFORMER_CFG)) + [_untrained_case(*u) for u in _UNTRAINED]
     reference = lambda case: _cached(case, lambda: _decode_call(solutions.greedy_decode, case))  # noqa: E731
-    return _run("greedy_decode_cached", fn, cases, _decode_call, reference, lambda case: case["model"])
+    learner = _measured(_decode_call, _decoder_projections)
+    result = _run("greedy_decode_cached", fn, cases, learner, reference, lambda case: case["model"])
+    return _with_cost(result, "greedy_decode_cached", cases)
 
 
 @register("LearnedPositionalEmbedding")
@@ -1267,8 +1389,9 @@ def _gqa_forward(m, case, x):
 @register("GroupedQueryAttention")
 def check_GroupedQueryAttention(cls):
     g = torch.Generator().manual_seed(31)
-    keep = torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]], dtype=torch.bool)
-    pad_causal = keep[:, None, None, :] & torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
+    keep = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], dtype=torch.bool)
+    left = torch.tensor([[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]], dtype=torch.bool)  # row 2's first query sees no key
     cases = []
 
     def add(label, d_model, H, G, B, T, rope=True, mask=None, T_past=0):
@@ -1280,12 +1403,13 @@ def check_GroupedQueryAttention(cls):
             inputs["cache"] = (_randn(g, B, G, T_past, d_k, scale=2.0), _randn(g, B, G, T_past, d_k))
         cases.append(Case(label, inputs, {"cfg": (d_model, H, G), "rope": rope}))
 
-    add("GQA H=4 G=2, 因果 & 填充，含整行被屏蔽 / causal & padding, a fully masked "
-        "row", 32, 4, 2, 2, 5, mask=pad_causal)
+    add("GQA H=4 G=2, 因果 & 填充 / causal & padding", 32, 4, 2, 2, 5, mask=keep[:, None, None, :] & causal)
     add("MQA H=4 G=1, 无掩码、无 RoPE / no mask, no RoPE, B=1", 16, 4, 1, 1, 4, rope=False)
     add("MHA H=2 G=2, 因果 / causal", 16, 2, 2, 2, 5, mask=torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None])
     add("KV 缓存 / KV cache: T_past=3, T=2 (T_q≠T_k), H=4 G=2", 32, 4, 2, 2, 2, T_past=3)
     add("B=1 H=1 G=1, KV 缓存 / KV cache T_past=4, T=1", 8, 1, 1, 1, 1, T_past=4)
+    add("左填充，含整行被屏蔽（契约：输出 0）/ left padding, a fully masked row (the contract: zeros), H=4 G=2",
+        16, 4, 2, 2, 5, mask=left[:, None, None, :] & causal)
     learner, reference, ref_for = _module_check(
         "GroupedQueryAttention", ("out", "k_cache", "v_cache"), lambda case: (case["cfg"], {"rope": case["rope"]}),
         _gqa_forward, grads=("x",))
@@ -1381,7 +1505,9 @@ def check_generate(fn):
         return {"tokens": tokens}
 
     reference = lambda case: _cached(case, lambda: call(solutions.generate, case))  # noqa: E731
-    return _run("generate", fn, cases, call, reference)
+    watched = lambda case: {"tok_embed": case["model"].tok_embed} if case["kwargs"].get("use_cache", True) else {}  # noqa: E731
+    result = _run("generate", fn, cases, _measured(call, watched), reference)
+    return _with_cost(result, "generate", cases)
 
 
 def _neg_inf_as_min(t):

@@ -11,6 +11,8 @@ Entries are ``(ids, thunk)`` or ``(ids, thunk, note, singles)``: ``ids`` one id 
 ``WIRING`` maps a composite's check name to its contract forward written from its parts, so that
 ``tutor.checks`` can run it (and the wiring variants) with the *learner's* parts.
 ``EXCEPTIONS`` maps error-message fragments to a diagnosis for learners whose code raises.
+``RULES`` names what a failing case shows when no variant reproduces it (an allowed token drawn
+another way, right tokens with another score, gradients missing because the output has no graph).
 
 Every variant is written from the reference's building blocks (its weights and sub-modules), so
 a diagnosis means "your output equals what this exact bug produces", not a guess.
@@ -314,8 +316,13 @@ def softmax_variants(ref, case):
             e = np.exp(x - np.max(x, axis=axis, keepdims=True)) if stable else np.exp(x)
             return {"y": e / np.sum(e, axis=axis, keepdims=True)}
 
+    def fixed_axis(axis):  # the whole array's max (stable enough), the sum over one fixed axis
+        e = np.exp(x - np.max(x))
+        return {"y": e / e.sum(axis=axis, keepdims=True)}
+
     return combine([("softmax_unstable", dict(stable=False)), ("softmax_ignores_axis", dict(axis=-1)),
-                    ("softmax_all_elements", dict(axis=None))], run)
+                    ("softmax_all_elements", dict(axis=None))], run) + [
+        ("softmax_fixed_axis", lambda axis=axis: fixed_axis(axis)) for axis in (0, 1) if axis < x.ndim]
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -491,8 +498,9 @@ def rms_variants(ref, case):
     x = case["x"]
     zero = torch.zeros_like(ref.weight)
     rms_out = lambda: {"out": x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + ref.eps) * ref.weight}  # noqa: E731
+    plus_one = lambda: {"out": x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + ref.eps) * (1 + ref.weight)}  # noqa: E731
     return [("rms_subtracts_mean", lambda: {"out": layer_norm(x, ref.weight, zero, ref.eps)}),
-            ("ln_eps_outside_sqrt", rms_out)]
+            ("ln_eps_outside_sqrt", rms_out), ("rms_weight_plus_one", plus_one)]
 
 
 def pre_ln_variants(ref, case):
@@ -878,7 +886,7 @@ def repeat_kv_variants(ref, case):
 
 
 def gqa(ref, x, mask=None, cache=None, interleave=True, half_split=False, reset_positions=False, rope_v=False,
-        cache_raw=False, scale="sqrt_dk"):
+        cache_raw=False, scale="sqrt_dk", cache_repeated=False, **attn_kwargs):
     """Grouped-query attention with the reference's weights and switches for the known bugs."""
     B, T, d = x.shape
     H, G, d_k = ref.num_heads, ref.num_kv_heads, ref.d_k
@@ -909,7 +917,9 @@ def gqa(ref, x, mask=None, cache=None, interleave=True, half_split=False, reset_
     if ref.rope and cache_raw:  # raw keys cached, all rotated by their absolute positions
         q, kq = rot(q, T_past, T), rot(k, 0, k.size(2))
     rep = (lambda t: t.repeat_interleave(H // G, dim=1)) if interleave else (lambda t: t.repeat(1, H // G, 1, 1))
-    out, _ = attention(q, rep(kq), rep(v), mask, scale=scale)
+    out, _ = attention(q, rep(kq), rep(v), mask, scale=scale, **attn_kwargs)
+    if cache_repeated:  # the H repeated heads cached instead of the G KV heads
+        k, v = rep(k), rep(v)  # (B, H, T_past + T, d_k)
     return {"out": ref.W_o(out.transpose(1, 2).reshape(B, T, d)), "k_cache": k, "v_cache": v}
 
 
@@ -920,6 +930,9 @@ GQA_BUGS = [
     ("kv_cache_before_rope", dict(cache_raw=True)),
     ("rope_on_values", dict(rope_v=True)),
     ("no_scale", dict(scale=None)),
+    ("nan_fully_masked", dict(fill="-inf", zero_blocked=False)),
+    ("fully_masked_uniform", dict(fill="-1e9", zero_blocked=False)),
+    ("kv_cache_repeated_heads", dict(cache_repeated=True)),
 ]
 
 
@@ -1000,7 +1013,14 @@ def generate_variants(ref, case):
             ys = torch.cat([ys, nxt[:, None]], 1)
         return {"tokens": ys}
 
-    return [("generate_cache_refeeds_prefix", refeed)] if kw.get("use_cache", True) else []
+    def new_only():  # the contract's tokens without the prompt
+        import solutions.decoding as dec
+
+        gen = torch.Generator().manual_seed(case["seed"])
+        return {"tokens": dec.generate(model, idx, n, generator=gen, **kw)[:, idx.size(1):]}
+
+    return ([("generate_cache_refeeds_prefix", refeed)] if kw.get("use_cache", True) else []) + [
+        ("generate_new_tokens_only", new_only)]
 
 
 def top_k_variants(ref, case):
@@ -1049,7 +1069,9 @@ def sampling_probs_variants(ref, case):
     return [("temperature_after_softmax", lambda: after_softmax(False)),
             ("temperature_after_softmax", lambda: after_softmax(True)),
             ("filters_order_swapped",
-             lambda: {"probs": torch.softmax(dec.top_k_filter(dec.top_p_filter(logits / T, p), k), -1)})]
+             lambda: {"probs": torch.softmax(dec.top_k_filter(dec.top_p_filter(logits / T, p), k), -1)}),
+            ("top_p_missing", lambda: {"probs": torch.softmax(dec.top_k_filter(logits / T, k), -1)}),
+            ("top_k_missing", lambda: {"probs": torch.softmax(dec.top_p_filter(logits / T, p), -1)})]
 
 
 def sample_next_token_variants(ref, case):
@@ -1057,7 +1079,12 @@ def sample_next_token_variants(ref, case):
     def run(**bug):
         return {"tokens": _sample(case["logits"], **kw, generator=torch.Generator().manual_seed(case["seed"]), **bug)}
 
-    return [("sample_argmax", lambda: run(argmax=True)), ("temperature_after_softmax", lambda: run(after_softmax=True))]
+    def without(name):  # one filter left out, the draw the contract's
+        return {"tokens": _sample(case["logits"], **{**kw, name: None},
+                                  generator=torch.Generator().manual_seed(case["seed"]))}
+
+    return [("sample_argmax", lambda: run(argmax=True)), ("temperature_after_softmax", lambda: run(after_softmax=True)),
+            ("top_p_missing", lambda: without("top_p")), ("top_k_missing", lambda: without("top_k"))]
 
 
 def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalise=True, stop_finished=True,
@@ -1091,7 +1118,8 @@ def softmax_backward_variants(ref, case):
     y, g = case["y"], case["grad_y"]
     return [("softmax_backward_missing_sum", lambda: {"grad_x": y * g}),
             ("softmax_backward_missing_sum", lambda: {"grad_x": y * (1 - y) * g}),
-            ("backward_sum_wrong_axis", lambda: {"grad_x": y * (g - (g * y).sum(-1, keepdim=True))})]
+            ("backward_sum_wrong_axis", lambda: {"grad_x": y * (g - (g * y).sum(-1, keepdim=True))}),
+            ("softmax_backward_no_keepdim", lambda: {"grad_x": y * (g - (g * y).sum(case["dim"]))})]
 
 
 def layer_norm_backward_variants(ref, case):
@@ -1108,9 +1136,16 @@ def layer_norm_backward_variants(ref, case):
         gx = g - mean_part - var_part
         return {"grad_x": gx / sigma, **grads}
 
+    def fixed_axes():  # dw and db summed over axes (0, 1), as for a (B, T, C) input only
+        out = run()
+        return {**out, "grad_weight": (go * x_hat).sum((0, 1)), "grad_bias": go.sum((0, 1))}
+
     return [("ln_backward_missing_mean_terms", lambda: run(mean_term=False, var_term=False)),
             ("ln_backward_missing_variance_term", lambda: run(var_term=False)),
-            ("ln_backward_no_weight", lambda: run(weight=False))]
+            ("ln_backward_no_weight", lambda: run(weight=False)),
+            ("ln_backward_grads_swapped",
+             lambda: {**run(), "grad_weight": grads["grad_bias"], "grad_bias": grads["grad_weight"]}),
+            ("ln_backward_sums_fixed_axes", fixed_axes)]
 
 
 def cross_entropy_variants(ref, case):
@@ -1184,3 +1219,128 @@ VARIANTS.update({
     "attention_flops_and_memory": attention_cost_variants,
     "kv_cache_bytes": kv_cache_bytes_variants,
 })
+
+
+# ---------------------------------------------------------------- issue 25: what real public code does
+
+MISTAKES.update({
+    "generate_new_tokens_only": ("只返回了新生成的词元：契约返回提示词加新词元，(B, T0 + max_new_tokens)",
+                                 "only the new tokens are returned: the contract returns the prompt and the new "
+                                 "tokens, (B, T0 + max_new_tokens)"),
+    "softmax_fixed_axis": ("softmax 总在一条固定的轴（例如 axis=0，常见的 e_x / e_x.sum(axis=0)）上求和，没有沿 axis："
+                           "max 和 sum 都要沿 axis 取（keepdims=True）",
+                           "softmax sums over a fixed axis (e.g. the common e_x / e_x.sum(axis=0)), not along axis: "
+                           "take max and sum along axis (keepdims=True)"),
+    "rms_weight_plus_one": ("RMSNorm 乘的是 (1 + weight)（Gemma 的约定，weight 初始化为 0）：本课程乘 weight，"
+                            "weight 初始化为 1",
+                            "RMSNorm scaled by (1 + weight) (Gemma's convention, weight initialised at 0): this course "
+                            "multiplies by weight, initialised at 1"),
+    "kv_cache_repeated_heads": ("缓存里存的是复制之后的 H 个头：GQA 的缓存只存 G = num_kv_heads 个键/值头 "
+                                "(B, G, T, d_k)，复制只在算注意力时做，这正是 GQA 省内存的地方",
+                                "the cache holds the H repeated heads: a GQA cache keeps the G = num_kv_heads "
+                                "key/value heads, (B, G, T, d_k), and repeats them only to attend; that is the memory "
+                                "GQA saves"),
+    "top_p_missing": ("没有做 top-p 过滤（top_p 参数被忽略了）：先 top-k，再在剩下的词元上做 top-p",
+                      "no top-p filter (the top_p argument is ignored): top-k first, then top-p on what is left"),
+    "top_k_missing": ("没有做 top-k 过滤（top_k 参数被忽略了）：先 top-k，再在剩下的词元上做 top-p",
+                      "no top-k filter (the top_k argument is ignored): top-k first, then top-p on what is left"),
+    "sample_draw_not_contract": ("抽到的词元都在允许的词元里，但抽法与契约不同：契约是每步一次 "
+                                 "torch.multinomial(probs, 1, generator=generator)，probs 是整个词表按词表顺序"
+                                 "（不排序、不截取）的分布，并使用传入的 generator；多次抽样、指数分布技巧"
+                                 "（gpt-fast 的 probs / Exp(1)）或不传 generator 都会抽出别的词元",
+                                 "every drawn token is an allowed one, but the draw is not the contract's: one "
+                                 "torch.multinomial(probs, 1, generator=generator) per step, probs over the whole "
+                                 "vocabulary in vocabulary order (not sorted, not cut down), with the given generator; "
+                                 "several draws, the exponential trick (gpt-fast's probs / Exp(1)) or no generator "
+                                 "draw other tokens"),
+    "no_autograd_graph": ("输出没有自动求导图（no_grad / inference_mode / detach）：梯度传不回输入和参数，"
+                          "训练时模型学不到东西；forward 里不要关掉梯度",
+                          "the output has no autograd graph (no_grad / inference_mode / detach): gradients cannot "
+                          "reach the inputs and parameters, so training learns nothing; do not turn gradients off "
+                          "inside forward"),
+    "beam_score_differs": ("束搜索选出的词元对了，分数不对：分数是所选束的对数概率之和（step_fn 给出的对数概率，"
+                           "每步不要再归一化）除以 n ** alpha，n 只数生成的词元（含 EOS，不含前缀）",
+                           "beam search picks the right tokens but reports another score: the score is the chosen "
+                           "beam's sum of log-probabilities (as step_fn gives them, not renormalised at each step) "
+                           "divided by n ** alpha, n the generated tokens (EOS included, prefix excluded)"),
+    "softmax_backward_no_keepdim": ("softmax 反向里的求和丢了 keepdim：sum(grad_y * y, dim) 要 keepdim=True "
+                                    "才能和 y 对齐广播（否则报错，或在别的轴上悄悄广播）",
+                                    "softmax backward's sum loses keepdim: sum(grad_y * y, dim) needs keepdim=True to "
+                                    "broadcast against y (otherwise it raises, or silently broadcasts along another "
+                                    "axis)"),
+    "ln_backward_grads_swapped": ("grad_weight 和 grad_bias 放反了：grad_weight = sum(grad_out · x̂)，"
+                                  "grad_bias = sum(grad_out)",
+                                  "grad_weight and grad_bias are swapped: grad_weight = sum(grad_out · x̂), grad_bias "
+                                  "= sum(grad_out)"),
+    "ln_backward_sums_fixed_axes": ("grad_weight、grad_bias 只在轴 (0, 1) 上求和（只对 (B, T, C) 输入成立）："
+                                    "要对最后一维之外的所有轴求和，x 也可以是 2 维",
+                                    "grad_weight and grad_bias are summed over axes (0, 1), right for a (B, T, C) "
+                                    "input only: sum over every axis but the last, x may be 2-D too"),
+    "kv_cache_recomputes": ("用了缓存却每步重算：KV 缓存的意义是提示词只喂一次、之后每步只喂一个新词元；"
+                            "下面是实测的每次调用喂入的词元数",
+                            "a cache that recomputes: with a KV cache the prompt is fed once and then one new token "
+                            "per step; the tokens fed per call, as measured, follow"),
+    "cross_kv_recomputed": ("交叉注意力的键/值每步都重新投影了：memory 不变，W_k(memory)、W_v(memory) "
+                            "每层只需算一次，放进缓存",
+                            "cross-attention keys/values are projected again at every step: memory does not change, "
+                            "project W_k(memory) and W_v(memory) once per layer and keep them"),
+})
+
+
+def _draw_allowed(logits, temperature, top_k, top_p, tokens):
+    """Every token of ``tokens`` (B,) has a positive probability under the contract's distribution."""
+    import solutions.decoding as dec
+
+    probs = dec.sampling_probs(logits, temperature, top_k, top_p)  # (B, V)
+    if type(tokens) is not torch.Tensor or tokens.shape != probs.shape[:-1] or tokens.dtype != torch.long:
+        return False
+    if tokens.min() < 0 or tokens.max() >= probs.size(-1):
+        return False
+    return bool((probs.gather(-1, tokens[..., None]) > 0).all())
+
+
+def _sample_rule(case, expected, got):
+    if case["temperature"] == 0 or not _draw_allowed(case["logits"], case["temperature"], case["top_k"],
+                                                     case["top_p"], got.get("tokens")):
+        return None
+    return "sample_draw_not_contract"
+
+
+def _generate_rule(case, expected, got):
+    """Sampled tokens that differ where each row first differs by an allowed draw of the same model."""
+    kw, want, ys = case["kwargs"], expected["tokens"], got.get("tokens")
+    if kw.get("temperature", 0.0) == 0 or type(ys) is not torch.Tensor or ys.shape != want.shape:
+        return None
+    T0 = case["idx"].size(1)
+    if not torch.equal(ys[:, :T0], want[:, :T0]):
+        return None
+    for b in range(ys.size(0)):
+        differ = (ys[b] != want[b]).nonzero()
+        if len(differ):
+            t = int(differ[0])
+            with torch.no_grad():
+                logits = case["model"](ys[b:b + 1, :t])[:, -1]  # (1, V)
+            if not _draw_allowed(logits, kw["temperature"], kw.get("top_k"), kw.get("top_p"), ys[b:b + 1, t]):
+                return None
+    return "sample_draw_not_contract"
+
+
+def _beam_rule(case, expected, got):
+    tokens = got.get("tokens")
+    if type(tokens) is torch.Tensor and tokens.shape == expected["tokens"].shape \
+            and torch.equal(tokens, expected["tokens"]):
+        return "beam_score_differs"
+    return None
+
+
+def _no_graph_rule(case, expected, got):
+    if any(k.startswith("grad ") and k not in got for k in expected):
+        return "no_autograd_graph"
+    return None
+
+
+# Rules for a failing case that no wrong variant reproduces: check name (or "*", every check) ->
+# ``(case, expected, got) -> id or None``, from what the learner's output shows (a draw of an allowed
+# token, right tokens with another score, gradients missing).
+RULES = {"*": _no_graph_rule, "sample_next_token": _sample_rule, "generate": _generate_rule,
+         "beam_search": _beam_rule}

@@ -1068,6 +1068,54 @@ def greedy_decode(model, src, bos_id, eos_id, max_new_tokens):
         return torch.stack(columns, dim=1)
 ''')
 
+idiom("transformer_annotated_layers_return_x", "06_transformer", "Transformer",
+      "the Annotated Transformer's layers, which return x alone (subclasses of the chapter 05 layers), "
+      "and a Transformer built on them: the visible tests must not assume (x, weights)", r'''
+class EncoderLayerX(EncoderLayer):
+    """The Annotated Transformer's encoder layer returns x alone."""
+
+    def forward(self, x, src_mask=None):
+        return super().forward(x, src_mask)[0]
+
+
+class DecoderLayerX(DecoderLayer):
+    def forward(self, y, memory, tgt_mask=None, memory_mask=None):
+        return super().forward(y, memory, tgt_mask, memory_mask)[0]
+
+
+class Transformer(nn.Module):
+    def __init__(self, src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4,
+                 dropout=0.1, max_len=512, pad_id=0):
+        super().__init__()
+        self.d_model, self.pad_id = d_model, pad_id
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        self.pos_enc = PositionalEncoding(d_model, max_len, dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayerX(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayerX(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.out_proj = nn.Linear(d_model, tgt_vocab)
+
+    def encode(self, src):
+        src_mask = make_pad_mask(src, self.pad_id)
+        x = self.pos_enc(self.src_embed(src) * math.sqrt(self.d_model))
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        return x
+
+    def decode(self, tgt_in, memory, src_mask=None):
+        tgt_mask = make_pad_mask(tgt_in, self.pad_id) & make_subsequent_mask(tgt_in.size(1), tgt_in.device)
+        y = self.pos_enc(self.tgt_embed(tgt_in) * math.sqrt(self.d_model))
+        for layer in self.decoder_layers:
+            y = layer(y, memory, tgt_mask, src_mask)
+        return y
+
+    def forward(self, src, tgt_in):
+        return self.out_proj(self.decode(tgt_in, self.encode(src), make_pad_mask(src, self.pad_id)))
+
+    def greedy_decode(self, src, bos_id, eos_id, max_new_tokens):
+        return greedy_decode(self, src, bos_id, eos_id, max_new_tokens)
+''')
+
 # ---------------------------------------------------------------- 07 copy task
 
 idiom("copy_batch_rows_namedtuple", "07_copy_task", "make_copy_batch",
