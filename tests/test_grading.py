@@ -84,6 +84,12 @@ STALE_NOTEBOOK = [
     "with test_cell('softmax_rows'):\n    check('softmax', softmax)",
     SOFTMAX + "  # fixed",
     "report('softmax', softmax)",
+    "import functools\n\ndef logged(f):\n    @functools.wraps(f)\n    def wrapper(*args, **kwargs):\n"
+    "        return f(*args, **kwargs)\n    return wrapper",
+    "@logged\n" + SOFTMAX,                                                       # a decorated definition
+    "report('softmax', softmax)",
+    "@logged\ndef softmax(x, axis=-1)\n    return x",
+    "report('softmax', softmax)",
 ]
 
 
@@ -103,6 +109,8 @@ def test_a_cell_that_raised_leaves_the_older_definition_and_the_check_says_so(tm
     assert text(4).startswith("❌ softmax: 定义 softmax 的单元格 [4] 运行出错") and "cell [2]" in text(4), text(4)
     assert "✅" not in text(5) and "the cell [4] that defines softmax raised an error" in text(5), text(5)
     assert text(7).startswith("✅ softmax"), text(7)
+    assert text(10).startswith("✅ softmax"), text(10)
+    assert "单元格 [12] 运行出错" in text(12) and "from cell [10]" in text(12), text(12)  # through the wrapper
 
 
 def test_the_grading_module_sees_no_ipython_outside_a_kernel():

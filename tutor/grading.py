@@ -24,6 +24,7 @@ when the newest cell that defines the object raised (a SyntaxError, say): the ke
 holds an older definition, and they say so instead of checking it.
 """
 import contextlib
+import inspect
 import io
 import os
 import re
@@ -47,10 +48,11 @@ TIMEOUT_LINE = ("❌ {name}: 运行超过 {seconds} 秒，已停止：多半是�
                 "still running after {seconds} s, stopped: most likely an endless loop or far more work than needed")
 INTERRUPTED_LINE = "⏹️ {name}: 已中断 / interrupted"
 STALE_LINE = ("❌ {name}: 定义 {obj} 的单元格 [{latest}] 运行出错，它的定义没有生效；"
-              "内核里的 {obj} 还是{older_zh}的旧定义，这里不检查它。改好单元格 [{latest}] 并重新运行，再运行这一格 / "
+              "内核里的 {obj} 还是单元格 [{older}] 的旧定义，这里不检查它。改好单元格 [{latest}] 并重新运行，"
+              "再运行这一格 / "
               "the cell [{latest}] that defines {obj} "
               "raised an error, so its definition did not take effect: the kernel still holds the older {obj} from "
-              "{older_en}, which is not checked here. Fix cell [{latest}], run it, then run this cell again")
+              "cell [{older}], which is not checked here. Fix cell [{latest}], run it, then run this cell again")
 CHECK_TIME_LIMIT = 60  # seconds (the environment variable TUTOR_CHECK_TIME_LIMIT overrides it); nbgrader has its
 #                       own per-cell timeout (c.Execute.timeout)
 
@@ -105,6 +107,7 @@ def _code_file(obj):
     members = vars(obj).values() if isinstance(obj, type) else [obj]
     for member in members:
         member = getattr(member, "__func__", getattr(member, "fget", member))  # staticmethod, property
+        member = inspect.unwrap(member) if callable(member) else member        # @torch.no_grad() and the like
         code = getattr(member, "__code__", None)
         if code is not None:
             return code.co_filename
@@ -112,9 +115,10 @@ def _code_file(obj):
 
 
 def _stale_definition(obj):
-    """``(latest, older)`` when the newest cell run that defines ``obj``'s name at top level is not the
-    cell that defined ``obj`` (it raised before the definition ran): the execution counts of that cell
-    and of the cell that defined ``obj`` (None if not found). None otherwise, and outside IPython."""
+    """``(latest, older)`` when ``obj`` was defined by an earlier run ``older`` of a cell that defines its
+    name at top level, and the newest such run ``latest`` did not define it (it raised first): their
+    execution counts. None otherwise: ``obj`` from the newest run, from no cell run found (a module, a
+    wrapper), or outside IPython."""
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython else None
     name, filename = getattr(obj, "__name__", None), _code_file(obj)
@@ -124,16 +128,15 @@ def _stale_definition(obj):
     defines = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.MULTILINE)
     runs = [n for n in range(1, min(len(raw), len(parsed))) if defines.search(raw[n])]  # In[n] defines it
     cell_name = {n: shell.compile.get_code_name(raw[n], parsed[n], n) for n in runs}
-    if not runs or cell_name[runs[-1]] == filename:
+    older = next((n for n in reversed(runs) if cell_name[n] == filename), None)
+    if older is None or cell_name[runs[-1]] == filename:
         return None
-    return runs[-1], next((n for n in reversed(runs) if cell_name[n] == filename), None)
+    return runs[-1], older
 
 
 def _stale_line(name, obj, stale):
     latest, older = stale
-    return STALE_LINE.format(name=name, obj=obj.__name__, latest=latest,
-                             older_zh=f"单元格 [{older}] " if older else "更早运行的单元格",
-                             older_en=f"cell [{older}]" if older else "a cell run earlier")
+    return STALE_LINE.format(name=name, obj=obj.__name__, latest=latest, older=older)
 
 
 class TestFailure(AssertionError):
