@@ -186,7 +186,7 @@ print("forgot the transpose (view straight from (B, H, T, d_k)) gives x back:",
 # 小结：
 #
 # - **分头**：`view(B, T, H, d_k)` 再 `transpose(1, 2)`。这里先 `view` 的是投影的输出，它本身是连续的，所以不需要 `contiguous()`。
-#   （常见误区：以为分头这一步也必须 `contiguous()`，把它当成错误示例。它是对的；会报错的是合头那一步。）
+#   （你可能会担心分头这一步也得先 `contiguous()`：不需要，这样写是对的；会报错的是合头那一步。）
 # - **合头**：`transpose(1, 2)` 后必须 `.contiguous().view(...)`，或者直接 `.reshape(...)`（必要时自动复制）。
 # - **忘了转置回来**就直接 `view(B, T, d_model)` 不会报错，但把不同 token 的头拼到了一起——又一个“形状对、内容错”的 bug。
 
