@@ -36,9 +36,11 @@ LAB_ARGS ?=
 
 # The server is rooted at the repository (formgrader's links to source/ and release/ work) and
 # opens the learner's workspace/. The venv's bin goes first on PATH for every process the server
-# starts: kernels, and `alembic`, which nbgrader runs to create gradebook.db.
+# starts: kernels, and `alembic`, which nbgrader runs to create gradebook.db. JUPYTER_CONFIG_PATH
+# adds the course's JupyterLab settings (jupyter/labconfig/page_config.json: no "Jupyter news" prompt).
 lab: $(STAMP) workspace
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
+	PATH="$(abspath $(VENV))/bin:$$PATH" JUPYTER_CONFIG_PATH="$(abspath jupyter)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/workspace --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
 
 # The learner's working copies (git-ignored): each self-study notebook is copied once; a file that

@@ -146,7 +146,7 @@ COMPONENTS = (
        "logits, tgt_out, pad_id=0", mistakes=("loss_includes_pad", "loss_sum_not_mean")),
     _c("exact_match", "07", "copy_task", "graded", "share of rows decoded exactly up to and including EOS",
        "pred, tgt_out, eos_id=2, pad_id=0", mistakes=("em_whole_row", "em_token_accuracy")),
-    _c("noam_lr", "07", "copy_task", "provided", "the original paper's warm-up then 1/sqrt(step) learning-rate factor",
+    _c("noam_lr", "07", "copy_task", "provided", "the original paper's warmup then 1/sqrt(step) learning-rate factor",
        "step, d_model, warmup"),
     _c("train_step", "07", "copy_task", "graded", "one optimiser step (zero_grad, loss, backward, step, scheduler) "
        "-> the loss as a float", "model, optimizer, scheduler, src, tgt_in, tgt_out",
@@ -161,7 +161,7 @@ COMPONENTS = (
        "data, block_size, batch_size, generator=None"),
     _c("estimate_loss", "08", "gpt_data", "provided", "mean loss over fixed, seeded batches",
        "model, data, block_size, batch_size=32, num_batches=8, seed=1234"),
-    _c("train_gpt", "08", "gpt_data", "provided", "AdamW, warm-up then cosine decay, gradient clipping",
+    _c("train_gpt", "08", "gpt_data", "provided", "AdamW, warmup then cosine decay, gradient clipping",
        "model, train_data, val_data, *, block_size, batch_size=32, max_steps=600, lr=0.003, warmup=50, "
        "eval_every=50, seed=0, progress=True"),
     _c("repeat_kv", "08", "llm", "graded", "(B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), each KV head repeated in place",

@@ -43,15 +43,24 @@ np.set_printoptions(precision=4, suppress=True)
 # | `H` | 注意力头数（number of heads） | 1 – 8 |
 # | `T_q` | 查询序列长度（query length）：有多少个位置在“提问” | 5 |
 # | `T_k` | 键/值序列长度（key length）：有多少个位置可以被看 | 7 |
-# | `d_model` | 模型宽度（model dimension）：每个 token（词元，见下）的向量长度 | 32 – 512 |
+# | `d_model` | 模型宽度（model dimension）：每个 token（见下）的向量长度 | 32 – 512 |
 # | `d_k` | 每个头里查询和键的维度，`d_k = d_model / H` | 8 – 64 |
 # | `d_v` | 每个头里值的维度，本课取 `d_v = d_k` | 8 – 64 |
 # | `d_ff` | 前馈网络隐藏层宽度（feed-forward dimension），常取 `4 · d_model` | 128 – 2048 |
 # | `V` | 词表大小（vocabulary size） | 10 – 32000 |
 #
-# 这里的 **token（词元）** 是模型读写的最小单位：可以是一个词、一个子词片段或一个字符，第 07 章的复制任务里是一个符号。
-# 全课程正文统一写 token；单独的“词”只指自然语言里的词（例句、按词切分）。沿用的惯称“词表（vocabulary）”是所有 token 的集合，
+# 这里的 **token** 是模型读写的最小单位：可以是一个词、一个子词片段或一个字符，第 07 章的复制任务里是一个符号。
+# 全课程正文统一写 token，不翻译；单独的“词”只指自然语言里的词（例句、按词切分）。沿用的惯称“词表（vocabulary）”是所有 token 的集合，
 # 大小为 `V`；“词嵌入（embedding）”是每个 token 的向量。
+#
+# 讲义、检查的报错和文档字符串里，下面几个词各只用一种写法：
+#
+# | 写法 | 英文 | 意思 |
+# | --- | --- | --- |
+# | token | token | 模型读写的最小单位（见上） |
+# | 可以看 | may attend | 掩码为 `True`：这个查询可以看这个键（第 2 节） |
+# | 遮挡、被遮挡 | masked | 掩码为 `False`：这个键对这个查询不可见；“整行被遮挡”指一个查询的所有键都被遮挡 |
+# | 预热 | warmup | 训练开头的若干步把学习率从很小逐步升高（第 07 章） |
 #
 # 自注意力（self-attention）里 `T_q = T_k = T`；交叉注意力（cross-attention）里查询来自解码器、
 # 键和值来自编码器，`T_q` 与 `T_k` 一般不相等。检查故意用 `T_q ≠ T_k` 的用例，
@@ -110,7 +119,7 @@ print("每行权重之和 / row sums:", weights.sum(dim=-1)[0, 0])
 # 掩码（mask）决定“哪个查询可以看哪个键”。本课程**只用一种约定**：
 #
 # > 掩码是布尔张量（`0/1` 也接受），可广播到 `(B, H, T_q, T_k)`；**`True` 表示可以看（may attend）**，
-# > `False` 表示遮挡（blocked）。这与 PyTorch 的 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 一致。
+# > `False` 表示遮挡（masked）。这与 PyTorch 的 `F.scaled_dot_product_attention` 的布尔 `attn_mask` 一致。
 #
 # 两种常见掩码：
 #
@@ -259,8 +268,29 @@ with np.errstate(over="ignore", invalid="ignore"):
 #   （子词分词：BPE、WordPiece、SentencePiece），学完第 06 章后随时可读。
 # - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，
 #   所以重跑得到相同的数字；改了前面的单元，记得从头重跑，别依赖旧的变量。
-# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟内跑完，第 07 章的训练也在两分钟以内。
+# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），要几分钟。
 # - **测试整个课程**（维护者）：`make test`。
 # - **nbgrader**（老师）：见 `README.md` 的 Instructor path 和 `docs/INSTRUCTOR.md`。
+#
+# ## 5. 排错清单：损失不降、或者降了却不会做题时查什么
+#
+# 训练出了问题，按下面的顺序查，越靠前越常见、越便宜。每一条都链到讲它的那一节（链接打开工作区里的那一章）。
+#
+# 1. **形状。** 在前向里打印每一步的形状，对照 `# (B, H, T_q, d_k)` 式的注释；`F.cross_entropy` 要类别在第 1 维，
+#    logits 摊平成 `(B·T, V)`、目标摊平成 `(B·T,)`。→ [02 第 4 节 形状追踪](02_multihead.ipynb)、[07 第 3 节](07_copy_task.ipynb)
+# 2. **分头与合头。** 先 `view(B, T, H, d_k)` 再 `transpose(1, 2)`；合头先转回来再 `contiguous().view`。写错不报错，
+#    却会把不同位置的数混在一起。→ [02 第 3 节](02_multihead.ipynb)
+# 3. **掩码。** 约定 True = 可以看（本章第 2 节）；填充掩码只遮挡键（[05 第 1 节](05_layers.ipynb)）；
+#    因果掩码含对角线（[05 第 2 节](05_layers.ipynb)）；掩码在 softmax **之前**加（[01 第 4、6 节](01_attention.ipynb)）。
+# 4. **NaN。** 整行被遮挡时 `-inf` 会得到 NaN，并沿着梯度扩散到所有参数。→ [01 第 6 节](01_attention.ipynb)、[05 第 1 节](05_layers.ipynb)
+# 5. **损失里的 PAD。** 用 `ignore_index` 排除 PAD，分母是非 PAD 的个数。→ [07 第 3 节](07_copy_task.ipynb)
+# 6. **缩放。** 分数除以 $\sqrt{d_k}$（[01 第 5 节](01_attention.ipynb)）；嵌入乘 $\sqrt{d_{\text{model}}}$（[06 第 2 节](06_transformer.ipynb)）。
+# 7. **位置编码。** 忘了加，模型就不知道顺序，复制任务一条也抄不对。→ [03 第 1 节](03_positional.ipynb)、[07 第 14 节](07_copy_task.ipynb)
+# 8. **一步训练的顺序。** 前向 → 损失 → `zero_grad` → `backward` → `step` → `scheduler.step`。→ [07 第 6 节](07_copy_task.ipynb)
+# 9. **学习率与预热。** 一开始就用大学习率容易发散；小批配大学习率会在噪声里来回跳。→ [07 第 5、13 节](07_copy_task.ipynb)、
+#    [04 第 6 节 Post-LN 与 Pre-LN](04_ffn_layernorm.ipynb)
+# 10. **数据量。** 先算模型见过多少条序列，再怀疑实现。→ [07 第 13 节](07_copy_task.ipynb)
+# 11. **损失降了，贪心解码却全错。** 教师强制下的指标会被“泄漏未来”的 bug 骗过，以贪心解码为准。→ [07 第 7、14 节](07_copy_task.ipynb)
+# 12. **评估时的模式。** 评估和解码前 `model.eval()`（关掉 dropout），训练时 `model.train()`。→ [06 第 6 节](06_transformer.ipynb)
 #
 # 准备好了就打开 `01_attention.ipynb`，从一个数值稳定的 softmax 开始。

@@ -38,7 +38,7 @@
 # - 一行所有键都被遮挡时，这一行的权重和输出都是 0，而不是 NaN。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
@@ -83,7 +83,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # 一个值得记住的不变量：$A$ 的每一行是一个概率分布（行随机矩阵，row-stochastic），所以每个输出都是
 # 值向量的**凸组合**，落在值向量围成的凸包里：注意力只会“混合”已有的值向量。
 #
-# 常见误区：“注意力是线性的，非线性全靠 FFN”。**权重一旦给定**，输出 $AV$ 对 $V$ 确实是线性的；
+# 你可能会觉得注意力是线性的、非线性全靠 FFN。**权重一旦给定**，输出 $AV$ 对 $V$ 确实是线性的；
 # 但权重 $A = \mathrm{softmax}(QK^{\top}/\sqrt{d_k})$ 本身由输入算出——分数是输入的二次式，再经过 softmax——
 # 所以作为输入 $X$ 的函数，自注意力是非线性的：把输入放大一倍，输出并不跟着放大一倍。
 # 注意力缺少的是对每个位置的特征**逐元素**做非线性变换，这由 FFN 负责（第 04 章）。下面用随机向量验证这两点：
@@ -577,8 +577,8 @@ assert (_attn_train == 0).any(), "训练模式下 dropout=0.5 应把部分权重
 #   - 看整个编码器层：$2n^2 d > 12nd^2 \iff n > 6d$。$n^2$ 项在一层里的占比是 $n / (n + 6d)$。
 #
 #   例如 $n = 4096,\ d = 1024$（$n = 4d$）：$n^2$ 项约 34 G 次，投影与 FFN 约 51 G 次，整层看仍是后者更多。
-#   像 $n = 512,\ d = 768$ 这样 $n < d$ 的配置，$n^2$ 项只占一成左右。常见误区是拿这个配置举例说明“$n^2$ 是瓶颈”——
-#   例子恰恰说明了相反的结论。第 06 章第 9 节把这些公式用到原论文的整个 base 模型上。
+#   像 $n = 512,\ d = 768$ 这样 $n < d$ 的配置，$n^2$ 项只占一成左右。想用它举例说明“$n^2$ 是瓶颈”就会举反——
+#   这个例子恰恰说明了相反的结论。第 06 章第 9 节把这些公式用到原论文的整个 base 模型上。
 # - **显存**：权重矩阵有 $B \cdot H \cdot T_q \cdot T_k$ 个元素，要为反向传播保存下来，是 $O(n^2)$。
 #   长度翻倍，$n^2$ 部分的计算和这部分显存都约变成 4 倍。
 #

@@ -29,7 +29,7 @@
 # 掩码约定与第 01 章相同：布尔张量，**True = 可以看**，可广播到 `(B, H, T_q, T_k)`。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
@@ -79,13 +79,20 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #
 # $d_{\text{model}}$ 固定时，头越多，每个头越窄（$d_k = d_{\text{model}} / H$）。两头都有代价：
 #
-# - **$d_k$ 太小，一个头“看不清”。** 一个头靠 $q \cdot k$ 按内容挑键。$d_k$ 维里随机的键彼此并不正交（两个随机方向夹角的余弦约为 $1/\sqrt{d_k}$），
+# - **$d_k$ 太小，一个头“看不清”。** 一个头靠 $q \cdot k$ 按内容挑键。$d_k$ 维里随机的键彼此并不正交：两个随机方向夹角的余弦
+#   平均为 0，但标准差约为 $1/\sqrt{d_k}$（下面的输出先量这个），$d_k$ 越小，偶然“撞方向”的键越多。
 #   分数 $q\cdot k/\sqrt{d_k}$ 的方差是 1，而与查询完全匹配的那个键的分数约为 $\sqrt{d_k}$——它要比其余 $T_k - 1$ 个键的分数
 #   高出大约 $\ln T_k$ 以上，softmax 才能把权重集中到它身上。下面直接量：$T_k$ 个随机键（各分量方差 1，大致是 LayerNorm 之后、
 #   初始化时的尺度），查询就等于其中一个键，它能分到多少权重？
 # - **$d_k$ 太大，头太少。** 每个头已经看得很清楚之后，再加宽只是减少头数，能同时关注的关系变少。
 
 # %%
+gen_cos = torch.Generator().manual_seed(1)
+for d_k_try in (4, 16, 64, 256):
+    a, b = torch.randn(2, 10_000, d_k_try, generator=gen_cos)                                 # 10,000 random pairs, each (d_k,)
+    cos = F.cosine_similarity(a, b, dim=-1)                                                  # (10000,)
+    print(f"d_k = {d_k_try:3d}: cosine of two random directions: mean {cos.mean().item():+.3f}, "
+          f"std {cos.std().item():.3f} (1/sqrt(d_k) = {1 / math.sqrt(d_k_try):.3f})")
 gen_dk = torch.Generator().manual_seed(0)
 d_k_values, key_counts, n_trials = [4, 8, 16, 32, 64, 128, 256], [64, 512, 4096], 50
 print(" d_k | heads at d_model = 512 | weight on the matching key for T_k = " + " / ".join(map(str, key_counts)))
@@ -179,7 +186,7 @@ print("forgot the transpose (view straight from (B, H, T, d_k)) gives x back:",
 # 小结：
 #
 # - **分头**：`view(B, T, H, d_k)` 再 `transpose(1, 2)`。这里先 `view` 的是投影的输出，它本身是连续的，所以不需要 `contiguous()`。
-#   （常见误区：以为分头这一步也必须 `contiguous()`，把它当成错误示例。它是对的；会报错的是合头那一步。）
+#   （你可能会担心分头这一步也得先 `contiguous()`：不需要，这样写是对的；会报错的是合头那一步。）
 # - **合头**：`transpose(1, 2)` 后必须 `.contiguous().view(...)`，或者直接 `.reshape(...)`（必要时自动复制）。
 # - **忘了转置回来**就直接 `view(B, T, d_model)` 不会报错，但把不同 token 的头拼到了一起——又一个“形状对、内容错”的 bug。
 
@@ -405,7 +412,10 @@ except NotImplementedError:
 #   （用 `repeat_interleave(num_heads, dim=0)` 构造）；常见错误是直接传 `(B, T, T)`，`num_heads > 1` 时会报错。
 #   只按样本区分的填充，交给 `key_padding_mask (B, T_k)` 更简单（本节最后一个单元格验证这两点）；
 # - 它默认返回**所有头的平均**权重，要每个头的权重需传 `average_attn_weights=False`；
-#   它的 `forward(query, key, value)` 分开接收 K、V 的输入，我们的 `x_kv` 同时充当两者。
+#   它的 `forward(query, key, value)` 分开接收 K、V 的输入，我们的 `x_kv` 同时充当两者；
+# - `need_weights` 默认是 `True`：为了把权重矩阵交给你，它必须把 $(B, H, T_q, T_k)$ 的权重实实在在算出来存下。
+#   不需要权重时（训练、推理通常都不需要）传 `need_weights=False`：第二个返回值是 `None`，输出不变，
+#   PyTorch 就可以走不存权重矩阵的融合内核（第 08 章实测它省下的时间和内存）。本节最后一个单元格也验证这一点。
 
 # %%
 def copy_into_torch_mha(mha, d_model, num_heads):
@@ -447,7 +457,8 @@ except NotImplementedError:
 # 而我们的注意力给出 0 权重，MHA 的输出就是 `W_o` 的偏置——有限、可训练，不会把 NaN 传进梯度。
 #
 # 再验证上面关于 3 维 `attn_mask` 的说法：`(B, T_q, T_k)` 的掩码被拒绝；按头复制成 `(B·num_heads, T_q, T_k)` 后，
-# 结果与用 `key_padding_mask` 表达同一个填充完全相同。（这里用一个独立的 `nn.MultiheadAttention`，不依赖你的练习。）
+# 结果与用 `key_padding_mask` 表达同一个填充完全相同；`need_weights=False` 不返回权重，输出相同。
+# （这里用一个独立的 `nn.MultiheadAttention`，不依赖你的练习。）
 
 # %%
 # nn.MultiheadAttention's 3-D attn_mask: one (T_q, T_k) mask per (sample, head), and True = blocked.
@@ -462,7 +473,9 @@ with torch.no_grad():
     per_head = blocked.repeat_interleave(4, dim=0)             # (B * num_heads, T_q, T_k)
     out_3d, _ = torch_mha(tgt, src, src, attn_mask=per_head)
     out_kpm, _ = torch_mha(tgt, src, src, key_padding_mask=~src_pad[:, 0, 0])
+    out_nw, w_nw = torch_mha(tgt, src, src, key_padding_mask=~src_pad[:, 0, 0], need_weights=False)
 print("attn_mask (B*H, T_q, T_k)   -> same output as key_padding_mask:", torch.allclose(out_3d, out_kpm, atol=1e-6))
+print("need_weights=False          -> weights:", w_nw, "| same output:", torch.allclose(out_nw, out_kpm, atol=1e-6))
 
 # %% [markdown]
 # ## 9. 易错点清单

@@ -31,7 +31,7 @@
 # 下面以折叠的只读单元格提供参考实现，所以即使前两章没做完，这一章也能从头跑到尾。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
@@ -71,8 +71,8 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # $$
 #
 # 也就是说：**把输入打乱，输出只是跟着同样打乱**，每个 token 得到的向量一模一样。
-# 这叫置换等变（permutation-equivariant）。常见误区：“注意力是置换不变的（permutation-invariant），打乱后注意力权重不变”——
-# 不准确：权重矩阵的行和列都跟着换了位置（$PAP^\top$），只是每对 token 之间的权重数值不变；
+# 这叫置换等变（permutation-equivariant）。很容易顺口说成“注意力是置换不变的（permutation-invariant），打乱后注意力权重不变”——
+# 这不准确：权重矩阵的行和列都跟着换了位置（$PAP^\top$），只是每对 token 之间的权重数值不变；
 # 真正“不变”的是对所有位置求和或求平均后的结果。
 #
 # 后果：“猫 吃 鱼”和“鱼 吃 猫”里，“猫”这个 token 得到完全相同的表示，模型无从知道谁吃谁。
@@ -142,7 +142,7 @@ plt.show()
 # \mathrm{PE}[3] = \big[\sin 3,\ \cos 3,\ \sin 0.3,\ \cos 0.3,\ \sin 0.03,\ \cos 0.03,\ \sin 0.003,\ \cos 0.003\big] .
 # $$
 #
-# （有的讲义写“第 $i=1$ 维用 $\sin(3/10000^{2/8})$”，把“第几对”和“第几列”混在一起了：第 1 列是 $\cos 3$，第 2 列才是 $\sin 0.3$。）
+# （容易犯的错：把公式里的 $i$ 当成列号，以为第 1 列是 $\sin(3/10000^{2/8})$。$i$ 数的是第几**对**：第 1 列是第 0 对的 $\cos 3$，第 2 列才是 $\sin 0.3$。）
 #
 # **实现技巧**：频率写成 $\exp\!\big(2i \cdot (-\ln 10000 / d_{\text{model}})\big)$，
 # 其中 $2i$ 正好是 `torch.arange(0, d_model, 2)`（偶数列的列号）。位置 `(max_len, 1)` 乘频率 `(⌈d/2⌉,)`，
@@ -305,7 +305,7 @@ except NotImplementedError:
 #
 # **为什么要切片 `[:, :T]`？** 表按 `max_len` 建，每个批次的长度 `T` 不同；不切片直接相加，形状 `(B, T, d)` 和 `(1, max_len, d)` 无法广播。
 # 切片只解决 `T ≤ max_len` 的情况——`T > max_len` 时 `pe[:, :T]` 只有 `max_len` 行，相加时报一个难懂的广播错误
-# （有的讲义把“切片”当成超长序列的解决办法，其实它解决不了）。要么在构造时把 `max_len` 设大一些，要么像这里一样尽早给出清楚的报错。
+# （别以为有了切片就能处理任意长的序列：它解决不了）。要么在构造时把 `max_len` 设大一些，要么像这里一样尽早给出清楚的报错。
 #
 # 第 06 章会把词嵌入乘以 $\sqrt{d_{\text{model}}}$ 再加位置编码。那里的参考实现用 Xavier 均匀初始化（`nn.init.xavier_uniform_`）
 # 初始化嵌入矩阵（$V \times d_{\text{model}}$），元素标准差只有 $\sqrt{2/(V + d_{\text{model}})}$（$V = 1000,\ d = 512$ 时约 0.036），
@@ -479,7 +479,7 @@ except NotImplementedError:
 # | T5 相对偏置 | 相对（分桶的距离） | 每头每桶一个标量（如 $32 \times H$） | 注意力分数，可学习偏置 | 能运行：远处都落进最后一个桶 | T5 |
 # | ALiBi | 相对（距离惩罚） | 0 | 每层的注意力分数，偏置 | 外推表现最稳 | BLOOM |
 #
-# （常见误区：“RoPE 具有外推性，可直接处理更长序列”——不加缩放技巧时并不成立，这也是长上下文模型要做 RoPE 缩放的原因。）
+# （别以为用了 RoPE 就能直接处理比训练时更长的序列：不加缩放技巧时并不成立，这也是长上下文模型要做 RoPE 缩放的原因。）
 
 # %% [markdown]
 # ## 12. 面试要点（Q&A）

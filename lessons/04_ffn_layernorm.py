@@ -33,7 +33,7 @@
 # 从零实现的意思：`LayerNorm` 里不能调用 `nn.LayerNorm` / `F.layer_norm`（评分时会检测），要自己算均值和方差。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
@@ -186,7 +186,7 @@ with torch.no_grad():
 # - $\epsilon$（默认 $10^{-5}$）在**根号里面**，防止方差接近 0 时除以 0；
 # - 方差是**有偏**的（除以 $d$，不是 $d - 1$）——和 `nn.LayerNorm` 一致。注意 `torch.var` 默认是无偏的（除以 $d-1$）。
 #
-# 有的讲义写成 $\gamma\,(x - \mu)/\sigma + \beta$，省略了 $\epsilon$：公式上没错，实现时不能省——
+# 照着常见的简写 $\gamma\,(x - \mu)/\sigma + \beta$ 实现时，很容易把 $\epsilon$ 漏掉：公式上没错，实现时不能省——
 # 常数向量（比如一整行相同的 padding 嵌入）的 $\sigma = 0$，不加 $\epsilon$ 就是 $0/0$（下面实测）。
 #
 # **形状追踪**（`x (B, T, d)`）：`mean = x.mean(-1, keepdim=True)` 是 `(B, T, 1)`，`var` 同样 `(B, T, 1)`，
@@ -312,9 +312,9 @@ plt.show()
 # %% [markdown]
 # - **Post-LN**：每个子层之后都归一化，隐藏状态的尺度始终受控；但从输出到输入的“恒等路径”上串着每一层的 LN，
 #   梯度每经过一层都要被 LN 的雅可比矩阵重新缩放。Xiong et al. (2020) 证明：初始化时 Post-LN 靠近输出的层梯度最大，
-#   且不随层数变小，直接用大学习率容易不稳定，所以原论文需要学习率预热（warm-up）。调好之后 Post-LN 的最终效果常常不差。
+#   且不随层数变小，直接用大学习率容易不稳定，所以原论文需要学习率预热（warmup）。调好之后 Post-LN 的最终效果常常不差。
 # - **Pre-LN**：LN 挪到子层的入口，残差路径 $x \to x + F(\cdot)$ 上没有任何归一化，梯度有一条真正的恒等通路；
-#   训练更稳，可以少用或不用 warm-up，深层模型（GPT-2/3、Llama）几乎都用它。代价：残差流的尺度随层数增长，
+#   训练更稳，可以少用或不用预热，深层模型（GPT-2/3、Llama）几乎都用它。代价：残差流的尺度随层数增长，
 #   所以**最后一层之后要再加一个 LN**；而且深层的子层对残差流的相对贡献变小。
 # - 现代大模型的常见组合是 **Pre-LN + RMSNorm**。
 #
@@ -391,8 +391,8 @@ plt.show()
 # 3. 栈越深，Post-LN 最后一层的梯度不但不减小，反而**变大**；Pre-LN 的则随深度一路下降（第 (3) 行的两个倍数方向相反）。
 #    变大的幅度不算惊人：层数从 1 到 64，4 个随机种子下都是 1.5–1.7 倍（最后一行），方向却每次都一样；Pre-LN 每次都降到约三分之一。
 #
-# 这与 Xiong et al. (2020) 的分析一致：Post-LN 在初始化时上层梯度大，直接用大学习率易发散，需要 warm-up；
-# Pre-LN 的梯度分布均匀，可以去掉 warm-up。这只是初始化时的快照（随机权重、没有训练），说明的是趋势，不是训练效果的比较。
+# 这与 Xiong et al. (2020) 的分析一致：Post-LN 在初始化时上层梯度大，直接用大学习率易发散，需要预热；
+# Pre-LN 的梯度分布均匀，可以去掉预热。这只是初始化时的快照（随机权重、没有训练），说明的是趋势，不是训练效果的比较。
 
 # %% [markdown]
 # ## 7. 练习：`ResidualLayerNorm`（Post-LN，2 分）
@@ -436,7 +436,7 @@ with torch.no_grad():
 # $$
 #
 # 它不做“重新居中”（re-centering），只做“重新缩放”（re-scaling）。注意分母是二阶原点矩的平方根，不是方差：
-# 只有当均值恰好为 0 时两者才相同（有的讲义说“只归一化方差”，不准确）。少算一个均值、少一组参数，速度更快，效果与 LayerNorm 相当。
+# 只有当均值恰好为 0 时两者才相同（把它理解成“只归一化方差”是常见的误解）。少算一个均值、少一组参数，速度更快，效果与 LayerNorm 相当。
 #
 # 实现 `RMSNorm(d_model, eps=1e-6)`：参数 `weight`（全 1），没有 `bias`；结果应与 `nn.RMSNorm(d_model, eps=1e-6)` 相等。下面的检查不计分。
 
@@ -515,8 +515,8 @@ except NotImplementedError:
 #
 # **Q6：LayerNorm 的方差是有偏还是无偏？$\epsilon$ 放哪？** 有偏（除以 $d$），$\epsilon$ 在根号里：$\sqrt{\sigma^2 + \epsilon}$。
 #
-# **Q7：Pre-LN 和 Post-LN 的区别？** Post-LN：$\mathrm{LN}(x + F(x))$，原论文和 BERT，初始化时上层梯度大，需要 warm-up，深了难训；
-# Pre-LN：$x + F(\mathrm{LN}(x))$，GPT-2 之后的主流，残差路径上是纯恒等映射，训练稳定、可不用 warm-up，需要在栈的最后加一个 LN。
+# **Q7：Pre-LN 和 Post-LN 的区别？** Post-LN：$\mathrm{LN}(x + F(x))$，原论文和 BERT，初始化时上层梯度大，需要预热，深了难训；
+# Pre-LN：$x + F(\mathrm{LN}(x))$，GPT-2 之后的主流，残差路径上是纯恒等映射，训练稳定、可不用预热，需要在栈的最后加一个 LN。
 #
 # **Q8：RMSNorm 和 LayerNorm 的区别？** RMSNorm 不减均值、没有 $\beta$，只除以均方根 $\sqrt{\mathrm{mean}(x^2) + \epsilon}$；
 # 计算更省，效果相近，Llama、T5 等采用。

@@ -37,7 +37,7 @@
 # 前面的错误也不会连带扣分。掩码约定全课程统一：**布尔张量，True = 可以看（may attend）**，可广播到 `(B, H, T_q, T_k)`。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import warnings
 
@@ -565,7 +565,7 @@ except NotImplementedError:
 
 # %% [markdown]
 # 编码器层 3,152,384 个参数，其中 FFN 2,099,712（约 2/3），注意力 1,050,624（约 1/3），LayerNorm 只有 2,048。
-# 常见误区：说 6 层 Transformer 的层参数是“单层约 3.15M，6 层约 18.9M”——那只是 6 个**编码器**层；解码器层每层多一个交叉注意力，是 4,204,032，
+# 容易算错的地方：拿“单层约 3.15M，6 层约 18.9M”当 6 层 Transformer 的层参数——那只是 6 个**编码器**层；解码器层每层多一个交叉注意力，是 4,204,032，
 # 6 层共 25.2M。整个模型（加上词嵌入和输出层）的参数表在第 06 章。
 
 # %% [markdown]

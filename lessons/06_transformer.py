@@ -32,7 +32,7 @@
 # 词表约定与第 07 章一致：`<pad> = 0`、`<bos> = 1`、`<eos> = 2`，其余是内容 token。
 
 # %%
-# Setup: imports, seeds, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, and warning filters (so that a library warning does not clutter a check's report).
 import math
 import time
 import warnings
@@ -214,7 +214,7 @@ with torch.no_grad():
         "目标序列末尾补 <pad> 不应改变前面的 logits / target <pad> must not change earlier logits"
     _tgt_changed = torch.tensor([[1, 8, 4]])
     assert torch.allclose(_m(_src, _tgt_changed)[:, :2], _ref[:, :2], atol=1e-5), \
-        "改变最后一个目标词元不应影响前面位置（因果掩码）/ the last target token must not affect earlier positions (causal mask)"
+        "改变最后一个目标 token 不应影响前面位置（因果掩码）/ the last target token must not affect earlier positions (causal mask)"
     torch.manual_seed(13)
     _m5 = Transformer(12, 12, d_model=16, num_heads=4, d_ff=32, num_layers=1, dropout=0.0, pad_id=5).eval()
     assert torch.allclose(_m5(torch.tensor([[6, 7, 5, 5]]), _tgt), _m5(torch.tensor([[6, 7]]), _tgt), atol=1e-5), \
@@ -402,7 +402,7 @@ assert torch.equal(_out, torch.tensor([[1, 5, 2, 0], [1, 6, 7, 2], [1, 2, 0, 0]]
     f"输出 <eos> 之后的位置应为 pad_id / positions after <eos> must be pad_id; got {_out.tolist()}"
 _never = ScriptedModel([[5, 6, 7, 8, 9], [6, 7, 8, 9, 5], [7, 8, 9, 5, 6]], vocab=12)  # never emits <eos>
 _out = greedy_decode(_never, _src, BOS_ID, EOS_ID, max_new_tokens=4)
-assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个词元：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
+assert _out.shape == (3, 5), f"没有 <eos> 时应生成 max_new_tokens 个 token：形状 (3, 5) / without <eos>: shape (3, 1 + max_new_tokens), got {tuple(_out.shape)}"
 assert torch.equal(_out[:, 1:], _never.script[:, :4]), \
     f"每步应取最后一个位置 logits 的 argmax / take the arg-max of the last position's logits; got {_out.tolist()}"
 
@@ -434,7 +434,7 @@ assert torch.equal(_out[:, 1:], _never.script[:, :4]), \
 
 # %% [markdown]
 # 自查（不计分）：在几个随机初始化的模型上，与参考的贪心解码逐个 token 比较，其中有各行在不同步结束的例子。
-# 出错时会指出常见的错误，例如新词元加了第 0 个位置的位置编码、结束的行没有补 `<pad>`、交叉注意力忘了源填充掩码。
+# 出错时会指出常见的错误，例如新 token 加了第 0 个位置的位置编码、结束的行没有补 `<pad>`、交叉注意力忘了源填充掩码。
 
 # %% check="greedy_decode_cached:greedy_decode_cached"
 
@@ -448,7 +448,7 @@ try:
     model_t = Transformer(16, 16, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0).eval()
     src_t = torch.randint(3, 16, (4, 12), generator=torch.Generator().manual_seed(18))   # (B, T_s)
     NO_EOS = -1                                                                          # never emitted
-    greedy_decode(model_t, src_t, BOS_ID, NO_EOS, 4)                                     # warm-up
+    greedy_decode(model_t, src_t, BOS_ID, NO_EOS, 4)                                     # warmup
     greedy_decode_cached(model_t, src_t, BOS_ID, NO_EOS, 4)
     lengths, plain_s, cached_s = [8, 16, 32, 64], [], []
     for n in lengths:
@@ -546,7 +546,7 @@ print(f"{'encoder + decoder layers only':44s} | {layers_only:12,d} |")
 
 # %% [markdown]
 # 原论文表 3 报告 base 模型约 65M 参数；按共享词表的公式是 63.1M，差额来自论文没有给出的细节（词表的确切大小等）。
-# 不共享时要 101M：三个 $37000 \times 512$ 的矩阵就占了 56.8M。常见误区：“单层约 3.15M，6 层约 18.9M”——那只数了编码器；
+# 不共享时要 101M：三个 $37000 \times 512$ 的矩阵就占了 56.8M。只拿编码器层算（“单层约 3.15M，6 层约 18.9M”）会漏掉一半；
 # 解码器层因为多一个交叉注意力更大，6 层编码器加 6 层解码器是 44.1M。各部分的占比：
 
 # %%
@@ -597,7 +597,7 @@ print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f}
 
 # %% [markdown]
 # $n = 1024$（$= 2d$）时注意力分数与投影都是 1.07G，正是注意力子层内的分界点。
-# 常见误区：估算“$QK^{\top}$ 约 $1024^2 \times 64 \approx 67$M 乘加……总体一次前向约数百 MFLOPs”。67M 只是**一个头**；
+# 自己估算时容易只数一个头：$QK^{\top}$ 约 $1024^2 \times 64 \approx 67$M 乘加，于是以为一次前向只有几百 MFLOPs。67M 只是**一个头**；
 # 8 个头、再加 $AV$，注意力分数部分是 1.07G 乘加，加上投影和 FFN，$n = 1024$ 时**一个编码器层**就约 4.3G 乘加（≈ 8.6 GFLOPs），
 # 整个 base 模型一次前向（源、目标各 1024 个 token）约 84G 乘加、170 GFLOPs——差了两个多数量级。训练一步（前向 + 反向）约是前向的 3 倍。
 #
@@ -615,8 +615,8 @@ print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f}
 # | 梯度检查点（gradient checkpointing） | 前向不存中间激活，反向时重算 | 约多一次前向 | 激活显存大降 | 精确 |
 #
 # 例如 $n = 16384,\ w = 512$：窗口注意力的矩阵有 $n w \approx 8.4$M 个元素，全量是 $n^2 \approx 268$M，小 $n / w = 32$ 倍
-# （约一个半数量级；常说的“小两个数量级”说多了）。
-# 注意 Reformer 是 $O(n \log n)$ 而不是 $O(n)$（常见误区是把 Linformer、Performer、Reformer 统称为 $O(T)$ 变体）。
+# （约一个半数量级，不到两个数量级）。
+# 注意 Reformer 是 $O(n \log n)$ 而不是 $O(n)$：别把 Linformer、Performer、Reformer 一起记成“线性注意力”。
 # FlashAttention 是今天训练和推理的默认做法：结果与全量注意力一致，只是不再物化 $n \times n$ 矩阵，论文报告提速约 2–4 倍。
 # 一个不花钱的优化：每个批次只补齐到**批内最长**的序列，而不是一律补到 2048——有效内容只有几百个 token 时，$n^2$ 的浪费是几十倍。
 #
@@ -752,13 +752,39 @@ plt.show()
 #
 # KV 缓存、复杂度、Pre-LN 这些留给面试官追问时再展开（Q7、Q8 和第 04 章）。
 #
+# ### 完整版（约 3 分钟）：公式、形状、掩码、复杂度、变体
+#
+# 面试官说“详细讲讲”时，按下面五段讲，每段一两句话，每句都能落到你写过的代码上：
+#
+# 1. **公式。** “注意力是按相似度加权平均：$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}(QK^\top/\sqrt{d_k} + M)\,V$。
+#    除以 $\sqrt{d_k}$ 是因为 $q\cdot k$ 的方差随 $d_k$ 线性增长，不缩放 softmax 会饱和、梯度消失（第 01 章第 5 节）。
+#    多头把 $d_{\text{model}}$ 拆成 $H$ 份各算一次注意力，拼起来再过 $W_O$；总计算量和单头一样（第 02 章）。
+#    一层 = 注意力子层 + 逐位置 FFN，各带残差和 LayerNorm；原论文是 Post-LN，$\mathrm{LN}(x + F(x))$（第 04 章）。”
+# 2. **形状。** “输入 `(B, T)` 的 token id，嵌入乘 $\sqrt{d_{\text{model}}}$ 加位置编码得 `(B, T, d)`；Q/K/V 投影后
+#    `view(B, T, H, d_k)` 再 `transpose(1, 2)` 得 `(B, H, T, d_k)`；分数和权重 `(B, H, T_q, T_k)`；加权和 `(B, H, T_q, d_k)`；
+#    合头先 `transpose` 回来再 `contiguous().view(B, T, d)`；每层进出都是 `(B, T, d)`；最后线性层得 logits `(B, T, V)`。
+#    交叉注意力里 $T_q$ 是目标长度、$T_k$ 是源长度，两者不等。”
+# 3. **掩码。** “约定 True = 可以看，在 softmax 之前把不可以看的分数填成很大的负数。三处：编码器自注意力和交叉注意力用源的
+#    填充掩码 `(B, 1, 1, T_s)`，只遮挡键；解码器自注意力用目标填充掩码 & 因果掩码 `(B, 1, T_t, T_t)`。整行被遮挡时输出 0 而不是 NaN。
+#    训练用教师强制：解码器输入右移一位、一次前向算出所有位置；损失用 `ignore_index` 排除 PAD（第 05、07 章）。”
+# 4. **复杂度。** “一层约 $12 n d^2 + 2 n^2 d$ 次乘加：投影和 FFN 是 $n d^2$ 项，$QK^\top$ 和加权和是 $n^2 d$ 项；注意力子层里
+#    $n > 2d$ 时 $n^2$ 项才占主导（第 01 章第 10 节）。权重矩阵的显存 $O(B H n^2)$，FlashAttention 分块计算不存它（第 08 章第 11 节）。
+#    推理自回归，KV 缓存把每步的计算从重算整个前缀降到只算新 token，代价是随长度线性增长的缓存（Q7、第 08 章第 12 节）。”
+# 5. **变体。** “今天的大模型多是仅解码器（GPT、Llama）：只有带因果掩码的自注意力；Pre-LN 或 RMSNorm 让深层好训；
+#    RoPE 代替绝对位置编码（第 03 章）；SwiGLU 代替 ReLU FFN；GQA/MQA 让多个查询头共用 K/V，缩小 KV 缓存（第 08 章）。
+#    仅编码器（BERT）用于理解任务，编码器-解码器（T5、原论文）用于翻译这类序列到序列任务（第 10 节）。”
+#
+# 讲完之后，最常见的追问是“你怎么确认实现是对的”：与参考实现和 PyTorch 内置模块逐数值比较（第 02、05 章），
+# 而不是“训练能收敛”——第 07 章第 14 节演示了一个分头 bug，教师强制下几乎满分，贪心解码全错。
+#
 # ### 消融实验与注意力可视化
 #
 # 消融实验（ablation）一次只改一个设计、其余不变，看指标怎么变，用来说明这个设计确实有用。原论文表 3 就是一组消融：
 # 单头注意力比最好的设置低 0.9 BLEU，头太多也会变差；把正弦位置编码换成学习的位置嵌入，结果几乎相同；
 # 更大的模型（$d_{\text{model}}$、$d_{\text{ff}}$ 更大）更好，也更贵。本课程里有几个能在 CPU 上跑的相关小实验：
 # 第 01 章的 $\sqrt{d_k}$ 实验（不缩放时 softmax 饱和、梯度变小），第 03 章去掉位置编码后自注意力对 token 顺序置换等变，
-# 第 04 章 Post-LN 与 Pre-LN 的激活和梯度尺度对比。
+# 第 04 章 Post-LN 与 Pre-LN 的激活和梯度尺度对比；第 07 章第 14 节在复制任务上把去掉位置编码、单头、不缩放、更窄的 FFN
+# 各训练一遍（每次不到半分钟），表格由单元格打印。
 # 看注意力权重（例如每个查询权重最大的 top-k 个键，`torch.topk(attn, k, dim=-1)`）可以检查模型有没有学到预期的对齐
 # （第 07 章的交叉注意力就是一条对角线），但权重不等于解释：Jain & Wallace（2019，*Attention is not Explanation*）发现，
 # 注意力权重常与基于梯度的特征重要性不一致，换一组差别很大的权重，预测也可能几乎不变。

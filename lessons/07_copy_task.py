@@ -29,12 +29,14 @@
 # | `exact_match` | `exact_match_counts_rows` | 整行（到第一个 EOS 为止）全对才算对 | 3 |
 # | `train_step` | `train_step_updates_model` | 前向、损失、清梯度、反向、更新、调度器，一步不差 | 2 |
 #
-# 一个提醒（面试也常问）：**复制任务学会了，并不证明实现是对的**。比如多头拆分/合并时把不同 token 的数混在一起，
-# 模型照样能学会复制。正确性靠前几章与参考实现、与 PyTorch 内置模块的逐数值比较；复制任务证明的是
-# “数据、掩码、损失、优化、解码这条流水线能把模型训练出来”。
+# 一个提醒（面试也常问）：**复制任务学会了，并不证明实现是对的**。比如漏掉缩放因子 $1/\sqrt{d_k}$，模型照样能学会复制，
+# 只是慢一些。反过来，有的 bug 只有评估方法选对了才抓得住：分头时把 `(B, T, d_model)` 直接 `view` 成 `(B, H, T, d_k)`，
+# 不同位置的数混在一起，后面 token 的信息绕过了因果掩码——教师强制下逐位置的 arg-max 几乎全对，贪心解码却一条也抄不对
+# （第 7 节讲为什么，第 14 节把这两个例子和几个消融实际跑一遍）。正确性靠前几章与参考实现、与 PyTorch 内置模块的逐数值比较；
+# 复制任务证明的是“数据、掩码、损失、优化、解码这条流水线能把模型训练出来”。
 
 # %%
-# Setup: imports, seeds, threads, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, threads, and warning filters (so that a library warning does not clutter a check's report).
 import copy
 import math
 import os
@@ -294,8 +296,13 @@ for (_n, _p), _q in zip(_model.named_parameters(), _twin.parameters()):
 #
 # 评估有个省时的小技巧：贪心解码要跑 11 次解码器，而**教师强制下每个位置的 arg-max 都对的行，恰好就是贪心解码全对的行**。
 # 证明：贪心解码第 $t$ 步的输入是它自己前 $t$ 步的输出；若前面都对，这个输入就等于真实前缀，第 $t$ 步的输出就等于教师强制下
-# 第 $t$ 个位置的 arg-max；第一个出错的位置两者同时出错。所以平时用一次前向估计，达到目标时再用真正的 `greedy_decode` 确认
-# （报告的数字是贪心解码的）。
+# 第 $t$ 个位置的 arg-max；第一个出错的位置两者同时出错。
+#
+# 这个证明悄悄用了一个前提：**解码器是因果的**，第 $t$ 个位置的输出只取决于输入的前 $t+1$ 个 token。只有这样，“教师强制时
+# 后面还跟着真实的 token”才不影响第 $t$ 个位置。如果实现有 bug，让后面位置的信息漏过了因果掩码，教师强制下每个位置都能
+# 偷看到答案（`tgt_in` 的第 $t+1$ 列正是第 $t$ 列的目标），arg-max 全对；贪心解码时后面的 token 还没生成，无处可偷，立刻露馅。
+# 所以平时用一次前向估计，达到目标时再用真正的 `greedy_decode` 确认，报告的数字是贪心解码的：它不依赖这个前提，
+# 正好能抓住泄漏未来的 bug（第 14 节有一个实例）。
 #
 # 本章的配方（recipe），在 2 核 CPU 上几十秒内达到 99.9 %（两个随机种子都验证过，见 `benchmarks/copy_task.py`）：
 #
@@ -511,10 +518,97 @@ else:
 # 反过来说，那次运行并没有证明模型实现有错：它只是**远没训练完**，50 步只见过所需数据的约 1 %。
 # 学不会时，先算一算模型见过多少数据，再去怀疑实现。
 #
+# ## 14. 消融：拿掉一个零件会怎样
+#
+# 第 06 章讲了每个零件为什么在那里。这里把它们逐个拿掉或改坏（消融，ablation），其余一切照本章的配方（同一个种子、同一批数据），
+# 各训练最多 450 步（空闲的 2 核 CPU 上每次不到 30 秒），看留出集上的两个精确匹配：教师强制下逐位置 arg-max 的，和贪心解码的。
+# 改动都做在注意力模块上或模型的零件上：`AblatedMHA` 就是第 02 章的 `MultiHeadAttention` 加一个 `variant` 开关，
+# 训练前把模型里的注意力模块换成它（权重不变，只换 `forward`）。最后一行是开头说的分头 bug：直接 `view(B, H, T, d_k)`。
+
+# %%
+class AblatedMHA(MultiHeadAttention):
+    """Chapter 02's MultiHeadAttention with one deliberate change, chosen by ``variant``."""
+
+    variant = None  # "no_scale": scores q.k without the 1/sqrt(d_k); "split_bug": heads split by a straight view
+
+    def forward(self, x_q, x_kv, mask=None):
+        B, T_q, _ = x_q.shape
+        H, d_k = self.num_heads, self.d_k
+
+        def heads(x):                                             # (B, T, d_model) -> (B, H, T, d_k)
+            if self.variant == "split_bug":
+                return x.view(B, H, x.size(1), d_k)               # wrong: one head's rows mix several positions
+            return x.view(B, x.size(1), H, d_k).transpose(1, 2)
+
+        q, k, v = heads(self.W_q(x_q)), heads(self.W_k(x_kv)), heads(self.W_v(x_kv))
+        if self.variant == "no_scale":
+            q = q * math.sqrt(d_k)                                # cancels the 1/sqrt(d_k) inside the attention
+        out, attn = scaled_dot_product_attention(q, k, v, mask, self.dropout_p, self.training)  # (B, H, T_q, d_k)
+        out = out.transpose(1, 2).reshape(B, T_q, self.d_model)  # (B, T_q, H, d_k) -> (B, T_q, d_model)
+        return self.W_o(out), attn
+
+
+ABLATION_STEPS = 450
+
+
+def ablation_run(variant=None, num_heads=4, d_ff=128, positions=True):
+    """Train the chapter's recipe with one change for at most ABLATION_STEPS steps; return the history."""
+    torch.manual_seed(0)
+    m = Transformer(VOCAB_SIZE, VOCAB_SIZE, d_model=64, num_heads=num_heads, d_ff=d_ff, num_layers=1,
+                    dropout=0.0, max_len=64)
+    if variant is not None:
+        for module in m.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.__class__, module.variant = AblatedMHA, variant
+    if not positions:
+        m.pos_enc.pe.zero_()                                      # an all-zero table: no position information
+    return train_copy_model(m, vocab_size=VOCAB_SIZE, min_len=MIN_LEN, max_len=MAX_LEN, eval_src=eval_src,
+                            eval_tgt=eval_tgt, batch_size=128, max_steps=ABLATION_STEPS, lr_factor=1.0, warmup=100,
+                            eval_every=25, seed=0, progress=False)
+
+
+def ablation_row(name, h):
+    """One table row; every number depends on the training trajectory, hence the ~ (nbval ignores them)."""
+    best = max(score for _, score in h["evals"])
+    return (f"{name:<40} {'~' + str(h['steps']):>7} {'~' + format(best, '.3f'):>7} "
+            f"{'~' + format(h['evals'][-1][1], '.3f'):>15} {'~' + format(h['exact_match'], '.3f'):>7} {h['seconds']:>6.0f} s")
+
+
+if GRADING:                                                       # nbgrader: nothing here is graded
+    print("评分时跳过 / skipped while grading")
+elif history is not None:
+    print(f"{'change (the rest: the recipe)':<40} {'steps':>7} {'best':>7} {'teacher-forced':>15} {'greedy':>7}   time")
+    print(ablation_row("none: the recipe (section 9's run)", history))
+    for _name, _kwargs in [("no 1/sqrt(d_k) scaling", {"variant": "no_scale"}),
+                           ("no positional encoding", {"positions": False}),
+                           ("1 head instead of 4", {"num_heads": 1}),
+                           ("FFN width d_ff = 32 instead of 128", {"d_ff": 32}),
+                           ("bug: heads split by view(B, H, T, d_k)", {"variant": "split_bug"})]:
+        print(ablation_row(_name, ablation_run(**_kwargs)))
+else:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# 读这张表：`steps` 是训练了多少步（到 99.9 % 就停，否则跑满 450 步）；`best` 是各次评估里最好的教师强制精确匹配；
+# 后两列是最后一次评估的精确匹配（教师强制、贪心解码）。
+# 带 `~` 的数字取决于训练轨迹，你机器上的可能略有不同。
+#
+# - **没有 $1/\sqrt{d_k}$ 照样学得会**，只是慢一些：450 步时还没到 99.9 %。分数的尺度大了 $\sqrt{d_k}$ 倍，softmax 一开始就偏饱和、梯度小
+#   （第 01 章），Adam 按梯度的尺度归一化步长，所以只是拖慢，不致命。这正是开头说的“学会了不证明实现对”。
+# - **没有位置编码，一条也抄不对。** 注意力对键的顺序不敏感：编码器输出的是一个“集合”，解码器知道源序列里有哪些符号，
+#   却不知道谁在第几位，复制恰恰要按位置对齐。
+# - **1 个头就够**：复制只需要一种对齐（第 $t$ 个查询看第 $t$ 个键）。**更窄的 FFN 也学得会**（看 `best`），
+#   但 450 步内还不稳定：最后一次评估可能正落在第 10 节说的那种精确匹配骤降里。多头和宽 FFN 的好处要在真实任务上
+#   才看得清（第 02 章引的原论文表 3）。
+# - **分头 bug：教师强制的精确匹配几乎满分，贪心解码却是 0。** 直接 `view(B, H, T, d_k)` 时，一个头的第 $t$ 行其实是
+#   别的位置的数（有的头的行取自 $t$ 之后的位置）；因果掩码按行遮挡，挡不住已经混进行里的未来信息。教师强制时未来就是答案，
+#   模型学会了抄它；贪心解码时未来还不存在，一个也对不上。这就是第 7 节说的：报告的数字必须是贪心解码的。
+#
 # ## 小结
 #
 # - 数据：`src = x + EOS`，`tgt_in = BOS + x`（右移），`tgt_out = x + EOS`；变长靠 PAD 补齐。
 # - 掩码三处：编码器自注意力与交叉注意力的键填充掩码、解码器自注意力的因果 + 填充掩码；损失里再用 `ignore_index` 排除 PAD。
 # - 训练一步：前向 → 损失 → `zero_grad` → `backward` → `step` → `scheduler.step`。
-# - 评估看留出集上的整行精确匹配，而不是训练损失；教师强制下整行 arg-max 全对 ⇔ 贪心解码全对。
+# - 评估看留出集上贪心解码的整行精确匹配，而不是训练损失；对因果解码器，教师强制下整行 arg-max 全对 ⇔ 贪心解码全对，
+#   泄漏未来的 bug 会让前者虚高，只有贪心解码抓得住。
 # - 学会复制 ≠ 实现正确；但学不会，先查数据、掩码、学习率和步数。

@@ -39,7 +39,7 @@
 # 全章只用 CPU；在 2 核 CPU 上从头运行到尾约一分钟。
 
 # %%
-# Setup: imports, seeds, threads, and a clean stderr (nbgrader scores a test cell that writes to stderr as 0).
+# Setup: imports, seeds, threads, and warning filters (so that a library warning does not clutter a check's report).
 import copy
 import math
 import os
@@ -154,7 +154,8 @@ else:
 # 两个改进：
 #
 # - **多查询注意力（multi-query attention, MQA）**：所有查询头共用**一个** K/V 头；缓存缩小 $H$ 倍，但质量有损失；
-# - **分组查询注意力（GQA）**：$H$ 个查询头分成 $G$ 组，每组共用一个 K/V 头；$G = H$ 就是 MHA，$G = 1$ 就是 MQA。Llama 2 70B、Llama 3、Qwen 都用 GQA。
+# - **分组查询注意力（GQA）**：$H$ 个查询头分成 $G$ 组，每组共用一个 K/V 头；$G = H$ 就是 MHA，$G = 1$ 就是 MQA。Llama 2 70B、Llama 3、Qwen2 都用 GQA
+#   （Qwen 第一代的 7B、14B 还是 MHA，Qwen 系列从 Qwen1.5-32B 起才用 GQA）。
 #
 # 实现只比 MHA 多一步：`W_k`、`W_v` 只投影出 $G$ 个头 `(B, G, T, d_k)`，算注意力前把每个 K/V 头**连续地**复制 $H/G$ 份（`repeat_kv`），
 # 查询头 $h$ 用的是 K/V 头 $h \,/\!/\, (H/G)$。常见错误是用 `x.repeat(1, n_rep, 1, 1)`：它把整组头首尾相接地重复（0,1,0,1 而不是 0,0,1,1），
@@ -592,14 +593,14 @@ else:
 # ## 10. 可复现的训练目标
 #
 # 第 6 节的配置（种子固定，150 步，1 个线程）在维护者的 2 核 CPU 上实测（`benchmarks/gpt_train.py`，两个随机种子；
-# 测量时机器很忙，负载约 8，空闲的机器会更快）：
+# 用时取决于机器，也取决于它当时有多忙）：
 #
 # | 种子 | 最好的验证损失 | 最终验证损失 | 最终训练损失 | 用时 |
 # | --- | --- | --- | --- | --- |
 # | 0 | 6.00 | 6.23 | 3.25 | 16.5 s |
 # | 1 | 6.07 | 6.30 | 3.40 | 11.7 s |
 #
-# **目标：最好的验证损失低于 6.2**（均匀乱猜 $\ln V \approx 6.83$；一元字频模型 6.07），60 秒以内。`tests/test_gpt_target.py` 检查这个目标。
+# **目标：最好的验证损失低于 6.2**（均匀乱猜 $\ln V \approx 6.83$；一元字频模型 6.07），60 秒以内。课程的自动测试会检查这个目标仍然达得到。
 #
 # ## 11. 实测开销：朴素注意力 vs 融合内核
 #
@@ -651,10 +652,10 @@ plt.show()
 # T 翻倍，朴素注意力的内存约翻四倍（4096 时 784 MiB ≈ 3 张 256 MiB 的矩阵）；到 T = 2048 以后它的时间比也陡增——矩阵大过 CPU 缓存，
 # 时间花在搬内存上，这正是融合内核省下的部分。
 #
-# ### 常说的“注意力矩阵占多少内存”那张表，哪些数对？
+# ### 自己估算注意力矩阵占多少内存，哪些推理对？
 #
-# 常见的一张表说：序列长度 $n$ 时，每层每个头的注意力矩阵是 $n^2$ 个数；fp16 下 $n = 2048$ 每个头 8 MiB，$n = 32\text{k}$ 每个头 2 GiB，
-# 所以“长上下文训练不可能”。逐条看：
+# 一个很自然的推理：序列长度 $n$ 时，每层每个头的注意力矩阵是 $n^2$ 个数；fp16 下 $n = 2048$ 每个头 8 MiB，$n = 32\text{k}$ 每个头 2 GiB，
+# 再乘上头数和层数，所以“长上下文训练不可能”。逐条看：
 #
 # 1. **$n^2$ 个数、fp16 每个 2 字节**：对——$2048^2 \times 2 = 8$ MiB，$32768^2 \times 2 = 2$ GiB，上面实测的斜率 2 也印证了 $n^2$。
 # 2. **乘上头数和层数就是总占用**：只在**朴素实现、训练时为反向传播把每层的权重都存下来**时对。推理时一层算完就扔，峰值只有一层的量。
@@ -702,9 +703,13 @@ try:
               f"{_per_token / kv_cache_bytes(_L, _H, _dk):>7.3f}")
 except NotImplementedError:
     print(FINISH_FIRST)
+# Llama 2 7B's weights (public config: vocabulary 32000, d 4096, 32 layers, FFN 11008, untied output, RMSNorm).
+_V, _d, _L, _ff = 32000, 4096, 32, 11008
+_llama2_7b = 2 * _V * _d + _L * (4 * _d * _d + 3 * _d * _ff + 2 * _d) + _d   # embeddings + output + layers + final norm
+print(f"Llama 2 7B: {_llama2_7b:,} parameters; fp16 weights {2 * _llama2_7b / 2**30:.1f} GiB")
 
 # %% [markdown]
-# Llama 2 7B 每个 token 的 KV 缓存是 512 KiB，4k 个 token 就是 2 GiB——一条序列；批 32 就是 64 GiB，比 13 GiB 的权重大得多。
+# Llama 2 7B 每个 token 的 KV 缓存是 512 KiB，4k 个 token 就是 2 GiB——一条序列；批 32 就是 64 GiB，比 12.6 GiB 的权重（上面最后一行）大得多。
 # GQA 把 Llama 2 70B 的缓存缩到 MHA 的 1/8，MQA 缩到 $1/H$。这就是 GQA/MQA 的动机：省的是推理时的缓存和内存带宽，不是参数。
 #
 # ## 13. 面试桥梁：三种结构，和为什么仅解码器赢了

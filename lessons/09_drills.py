@@ -30,7 +30,7 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 #    `give_up("题目名")`——没有通过、也没有放弃之前，参考答案不会显示。
 # 5. 想重写一道题：在新单元格里运行 `reset("题目名")`（恢复空白单元格，旧文件备份在 `workspace/backup/`，
 #    然后 File → Reload Notebook from Disk）；整章重来：`make reset CHAPTER=09_drills`。
-# 6. 模拟面试：在新单元格里运行 `mock_interview()`，它在 `workspace/` 里生成一个随机抽 3 道题的笔记本。
+# 6. 模拟面试：在新单元格里运行 `mock_interview()`，它在 `workspace/` 里生成一个按难度各抽一道题（易、中、难）的笔记本。
 #
 # 进度（哪些题通过了、尝试次数、最好用时）保存在 `workspace/drills_progress.json`，一个普通的 JSON 文件，
 # 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。
@@ -40,8 +40,8 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # *English:* 33 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)
 # and the time. The 📖 cell shows the reference and the classic mistakes only after a pass or
-# `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3
-# random drills; progress is kept in `workspace/drills_progress.json`.
+# `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3 drills
+# (easy, medium, hard); progress is kept in `workspace/drills_progress.json`.
 
 # %% [markdown]
 # ## 练习 1 · 数值稳定的 softmax / stable softmax
@@ -100,7 +100,7 @@ finish('attention_numpy', _)
 reveal('attention_numpy')
 
 # %% [markdown]
-# ## 练习 3 · 缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)
+# ## 练习 3 · 缩放点积注意力（掩码、全遮挡行）/ scaled dot-product attention (mask, fully masked rows)
 #
 # 目标 / target: 10 min. 检查 / check: `scaled_dot_product_attention`.
 
@@ -611,7 +611,7 @@ class GroupedQueryAttention(nn.Module):
     Equals ``F.scaled_dot_product_attention(..., enable_gqa=True)`` on the projected heads.
 
     中文：分组查询注意力（MHA：G = H；MQA：G = 1），可选 RoPE 与 KV 缓存；属性与形状如上；
-    缓存里的 K 已做 RoPE、尚未重复；新词元的位置从 ``T_past`` 开始；掩码 True = 可以看。
+    缓存里的 K 已做 RoPE、尚未重复；新 token 的位置从 ``T_past`` 开始；掩码 True = 可以看。
     """
 
 # %% grade_id="drill_GroupedQueryAttention" points=1 check="GroupedQueryAttention:GroupedQueryAttention" tags=["nbgrader"]
@@ -718,7 +718,7 @@ def top_p_filter(logits, p):
     mass is ``>= p`` (the token that crosses ``p`` is kept; the top token always); the others become
     ``-inf``. Sorting ties: ``torch.sort(..., descending=True, stable=True)``. ``p=None`` or ``p >= 1``: unchanged.
 
-    中文：核采样过滤：按概率从大到小，保留累计概率首次 ``>= p`` 的最小集合（越过 ``p`` 的那个词元保留），
+    中文：核采样过滤：按概率从大到小，保留累计概率首次 ``>= p`` 的最小集合（越过 ``p`` 的那个 token 保留），
     其余置为 ``-inf``；``p`` 为 None 或不小于 1 时不变。
     """
 
@@ -745,7 +745,7 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
     ``logits (B, V)`` -> ``probs (B, V)``: divide the logits by ``temperature`` (> 0), then top-k, then
     top-p, then softmax; rows sum to 1, filtered tokens exactly 0.
 
-    中文：采样分布：logits 先除以 ``temperature``，再 top-k、再 top-p，最后 softmax；每行和为 1，被过滤的词元概率恰为 0。
+    中文：采样分布：logits 先除以 ``temperature``，再 top-k、再 top-p，最后 softmax；每行和为 1，被过滤的 token 概率恰为 0。
     """
 
 # %% grade_id="drill_sampling_probs" points=1 check="sampling_probs:sampling_probs" tags=["nbgrader"]
@@ -757,7 +757,7 @@ finish('sampling_probs', _)
 reveal('sampling_probs')
 
 # %% [markdown]
-# ## 练习 26 · 采样下一个词元 / sampling the next token
+# ## 练习 26 · 采样下一个 token / sampling the next token
 #
 # 目标 / target: 5 min. 检查 / check: `sample_next_token`.
 
@@ -799,7 +799,7 @@ def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None
     samples from the last position's logits. ``use_cache=True`` runs the prompt once, then one token per
     step; the tokens must equal ``use_cache=False`` (the whole prefix re-run) exactly.
 
-    中文：自回归生成。``use_cache=True`` 时 prompt 只跑一次、之后每步只送一个新词元；
+    中文：自回归生成。``use_cache=True`` 时 prompt 只跑一次、之后每步只送一个新 token；
     结果必须与不用缓存（每步重跑整个前缀）逐个相同。
     """
 
@@ -961,7 +961,7 @@ start('kv_cache_bytes')
 def kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2):
     """Size of a KV cache in bytes (keys and values of every layer), an int; ``seq_len=1`` gives bytes per token.
 
-    中文：KV 缓存的字节数（每层的 K 和 V），返回 int；``seq_len=1`` 即每个词元的字节数。
+    中文：KV 缓存的字节数（每层的 K 和 V），返回 int；``seq_len=1`` 即每个 token 的字节数。
     """
 
 # %% grade_id="drill_kv_cache_bytes" points=1 check="kv_cache_bytes:kv_cache_bytes" tags=["nbgrader"]
@@ -975,14 +975,13 @@ reveal('kv_cache_bytes')
 # %% [markdown]
 # ## 进度与模拟面试 / Progress and mock interview
 #
-# 下面的单元格列出每道题的状态和最好用时。想来一场模拟面试：把下一格的 `#` 去掉再运行，
-# 它在 `workspace/` 里生成 `mock_interview_<时间>.ipynb`，随机抽 3 道题（依赖的组件已折叠提供）。
+# 下面的单元格列出每道题的状态和最好用时。想来一场模拟面试：选中它，按 `B` 在下面插入一个新单元格，
+# 输入 `mock_interview()` 运行。它在 `workspace/` 里生成 `mock_interview_<时间>.ipynb`，按难度各抽一道题
+# （目标 3 分钟以内、4–8 分钟、10 分钟以上各一道；依赖的组件已折叠提供）。
 #
-# *English:* the cell below lists every drill's status and best time; uncomment the next one for a
-# mock interview notebook with 3 random drills in `workspace/`.
+# *English:* the cell below lists every drill's status and best time. For a mock interview, select it,
+# press `B` for a new cell below and run `mock_interview()`: it writes a notebook to `workspace/` with one
+# easy, one medium and one hard drill (target ≤ 3, 4–8 and ≥ 10 minutes).
 
 # %% tags=["selfstudy"]
 progress()
-
-# %% tags=["selfstudy"]
-# mock_interview()

@@ -137,10 +137,11 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
     Adam (betas 0.9/0.98, eps 1e-9) with ``lr = lr_factor * noam_lr(step, d_model, warmup)``;
     training batches come from their own ``torch.Generator`` seeded with ``seed``, one
     ``train_step`` each. Every ``eval_every`` steps (and at the last step) the held-out set
-    ``eval_src``/``eval_tgt`` is scored with one teacher-forced forward pass: a row whose every
-    arg-max token is right is exactly a row that greedy decoding gets right (greedy decoding
-    feeds back its own tokens, which are then the true ones). When that score reaches
-    ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the
+    ``eval_src``/``eval_tgt`` is scored with one teacher-forced forward pass: for a causal decoder,
+    a row whose every arg-max token is right is exactly a row that greedy decoding gets right
+    (greedy decoding feeds back its own tokens, which are then the true ones). A model whose
+    future leaks past the causal mask scores high here and not under greedy decoding, so when
+    that score reaches ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the
     first confirmed evaluation or after ``max_steps``. ``progress`` shows a tqdm bar (stderr).
 
     Returns a dict: ``loss`` and ``lr`` (one per step), ``evals`` (list of ``(step, score)``,
@@ -158,12 +159,13 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
     eval_tgt_in = eval_tgt_in.masked_fill(eval_tgt_in == EOS_ID, PAD_ID)  # shifted right, EOS dropped
     history = {"loss": [], "lr": [], "evals": [], "exact_match": 0.0, "steps": 0, "seconds": 0.0, "reached": False}
     start = time.perf_counter()
-    bar = tqdm(range(1, max_steps + 1), desc="train", disable=not progress, mininterval=1.0, ascii=True)
-    for step in bar:
+    bar = tqdm(total=max_steps, desc="train", disable=not progress, mininterval=1.0, ascii=True)
+    for step in range(1, max_steps + 1):
         model.train()
         history["lr"].append(optimizer.param_groups[0]["lr"])
         src, tgt_in, tgt_out = make_copy_batch(batch_size, vocab_size, min_len, max_len, gen)
         history["loss"].append(train_step(model, optimizer, scheduler, src, tgt_in, tgt_out))
+        bar.update()  # counted before a possible early stop, so the bar ends at the last step taken
         if step % eval_every and step != max_steps:
             continue
         model.eval()

@@ -35,8 +35,8 @@ def top_p_filter(logits, p):
     ``>= p``. The most probable token is always kept. Dropped logits become ``-inf``.
     ``p=None`` or ``p >= 1`` returns the logits unchanged.
 
-    中文：核采样过滤：按概率从大到小排序，保留累计概率首次 ``>= p`` 的最小集合（越过 ``p`` 的那个词元保留），
-    即“它之前的累计概率已 ``>= p``”的词元才丢弃；概率最大的词元总会保留。
+    中文：核采样过滤：按概率从大到小排序，保留累计概率首次 ``>= p`` 的最小集合（越过 ``p`` 的那个 token 保留），
+    即“它之前的累计概率已 ``>= p``”的 token 才丢弃；概率最大的 token 总会保留。
     """
     if p is None or p >= 1.0:
         return logits
@@ -76,7 +76,7 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
     gives the same tokens.
 
     中文：一步解码：温度为 0 时取 argmax；否则用 ``torch.multinomial`` 从 ``sampling_probs`` 抽一次
-    （同一个种子得到同样的词元）。
+    （同一个种子得到同样的 token）。
     """
     ### BEGIN SOLUTION
     if temperature == 0:
@@ -98,7 +98,7 @@ def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None
     give identical tokens. Call ``model.eval()`` first.
 
     中文：用 ``GPT`` 自回归生成。不用缓存时每步重算整个前缀；用缓存时先把提示词跑一遍 ``forward_cached``，
-    之后每步只喂一个新词元。两种方式的输出词元完全相同。
+    之后每步只喂一个新 token。两种方式的输出 token 完全相同。
     """
     ### BEGIN SOLUTION
     caches, step_input = None, idx
@@ -152,7 +152,7 @@ def beam_search(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
 
     中文：带长度归一化的束搜索：每步从“存活束 × 词表”里选总对数概率最高的 ``beam_size`` 个，
     以 ``eos_id`` 结尾的束结束、不再扩展；最后按 ``logp_sum / n ** alpha`` 选最好的
-    （``n`` 为生成的词元数，含 EOS，不含前缀）。
+    （``n`` 为生成的 token 数，含 EOS，不含前缀）。
     """
     ### BEGIN SOLUTION
     alive = prefix[None]  # (1, T0)

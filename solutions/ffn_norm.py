@@ -128,7 +128,7 @@ class PreLNResidual(nn.Module):
     ``forward(x, sublayer)``: unlike ``ResidualLayerNorm``, it takes the sublayer as a
     *callable* (e.g. ``lambda h: mha(h, h, mask)[0]``), because the normalisation comes before
     the sublayer. The residual path from input to output stays un-normalised, which is why deep
-    Pre-LN stacks train without warm-up (they need one final LayerNorm after the last layer).
+    Pre-LN stacks train without warmup (they need one final LayerNorm after the last layer).
     """
 
     def __init__(self, d_model, eps=1e-5):

@@ -53,7 +53,7 @@ class GroupedQueryAttention(nn.Module):
 
     中文：分组查询注意力：``num_heads`` 个查询头共用 ``num_kv_heads`` 个键/值头（相等时即 MHA，为 1 时即 MQA）。
     投影都没有偏置；``cache`` 为 ``None`` 或 ``(k, v)``（各 ``(B, G, T_past, d_k)``，已做 RoPE、尚未复制），
-    新词元的位置从 ``T_past`` 开始；返回拼接后的新缓存。掩码 True = 可以看，可广播到 ``(B, H, T, T_past + T)``。
+    新 token 的位置从 ``T_past`` 开始；返回拼接后的新缓存。掩码 True = 可以看，可广播到 ``(B, H, T, T_past + T)``。
     """
 
     def __init__(self, d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0):
@@ -174,7 +174,7 @@ class GPT(nn.Module):
     ``ValueError`` when the total length exceeds ``max_len``.
 
     中文：小型仅解码器语言模型。位置信息来自注意力里的 RoPE；``tie_weights`` 时输出层与嵌入共用一个矩阵；
-    ``forward_cached`` 用 KV 缓存只计算新词元。
+    ``forward_cached`` 用 KV 缓存只计算新 token。
     """
 
     def __init__(self, vocab_size, d_model=64, num_heads=4, num_kv_heads=2, d_ff=172, num_layers=2,
@@ -247,7 +247,7 @@ def attention_flops_and_memory(n, d, H, num_kv_heads=None, batch=1, bytes_per_el
     2 FLOPs and only matmuls count: projections ``2 n d (2 d + 2 G d_k)`` (W_q, W_o: d x d;
     W_k, W_v: d x G d_k), scores ``Q K^T`` ``2 n^2 d``, ``weights @ V`` ``2 n^2 d``.
     ``attn_bytes = batch * H * n^2 * bytes_per_element``: the (B, H, n, n) matrix a naive
-    attention materialises. The n^2 terms overtake the projections when ``n > d`` (MHA).
+    attention materialises. The n^2 terms overtake the projections when ``4 n^2 d > 8 n d^2``, i.e. ``n > 2 d`` (MHA).
 
     中文：一层自注意力前向的 FLOPs（乘加算 2 次，只计矩阵乘法）和显式注意力矩阵 (B, H, n, n) 的字节数。
     """
@@ -266,7 +266,7 @@ def kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes
     The 2 is K and V; ``seq_len=1`` gives the bytes per token. MHA, GQA and MQA differ only in
     ``num_kv_heads`` (H, G, 1); fp16/bf16 is 2 bytes per element.
 
-    中文：KV 缓存的字节数（K 和 V 两份）；``seq_len=1`` 即每个词元的字节数；MHA/GQA/MQA 只差在 ``num_kv_heads``。
+    中文：KV 缓存的字节数（K 和 V 两份）；``seq_len=1`` 即每个 token 的字节数；MHA/GQA/MQA 只差在 ``num_kv_heads``。
     """
     ### BEGIN SOLUTION
     return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch * bytes_per_element

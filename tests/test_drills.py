@@ -181,3 +181,13 @@ def test_a_drill_that_builds_on_others_gets_them_provided():
     assert needs is not None and {"MultiHeadAttention", "scaled_dot_product_attention", "FeedForward",
                                   "ResidualLayerNorm", "LayerNorm"} <= set(needs)
     assert needs.index("scaled_dot_product_attention") < needs.index("MultiHeadAttention")
+
+
+def test_mock_interview_draws_one_drill_per_difficulty_tier(tmp_path):
+    for seed in range(5):
+        (tmp_path / str(seed)).mkdir()
+        nb = nbformat.read(str(drills.mock_interview(3, seed=seed, folder=tmp_path / str(seed))), as_version=4)
+        blanks = {c.id for c in nb.cells if c.get("id", "").startswith("impl_")}
+        minutes = [d.minutes for d in drills.DRILLS if "impl_" + "_".join(d.objects) in blanks]
+        tiers = sorted(next(i for i, (lo, hi) in enumerate(drills.TIERS) if lo <= m <= hi) for m in minutes)
+        assert tiers == [0, 1, 2], f"seed {seed}: one easy, one medium, one hard drill, got minutes {minutes}"

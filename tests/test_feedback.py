@@ -19,7 +19,7 @@ from grader import feedback
 from pipeline_helpers import LESSONS, ROOT, build, read_nb
 from tools.simulate_class import nbgrader
 from tutor import checks
-from tutor.grading import TestFailure, check, test_cell
+from tutor.grading import Interrupted, TestFailure, check, test_cell
 
 # What must never reach a learner: a Python traceback, a machine path, the grader's own files.
 LEAKS = re.compile(r"Traceback|File \"|site-packages|/tutor/|grading\.py|" + re.escape(str(ROOT)))
@@ -92,11 +92,13 @@ def test_check_raises_the_check_report():
 
 
 def test_keyboard_interrupt_is_not_swallowed():
+    """An interrupt still fails the cell (Run All stops), shown as one line instead of a traceback."""
     def body():
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted) as info:
         _failure(body, keep_going=True)
+    assert info.value._render_traceback_() == ["⏹️ cell_id: 已中断 / interrupted"]
 
 
 def test_every_lesson_formula_converts_to_mathml():

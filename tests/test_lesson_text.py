@@ -55,3 +55,40 @@ def test_pattern_catches_references(text):
 ])
 def test_pattern_spares_random_seeds(text):
     assert not mentions(text), text
+
+
+# One vocabulary (chapter 00's glossary): each term has one spelling in the lessons, the docstrings
+# learners read and the check messages. tutor/checks.py is edited by a concurrent change; it joins
+# this list when its case labels use these terms.
+VOCABULARY_FILES = LESSONS + REFERENCE + [ROOT / "contract" / "__init__.py"] + sorted(
+    p for p in (ROOT / "tutor").glob("*.py") if p.name != "checks.py")
+OTHER_SPELLINGS = re.compile(
+    r"词元"                      # token
+    r"|屏蔽|可以关注"             # 遮挡 (masked), 可以看 (may attend)
+    r"|warm-up",                 # warmup (预热 in Chinese prose)
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize("path", VOCABULARY_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_one_spelling_per_term(path):
+    hits = [(n, m.group(0)) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            for m in OTHER_SPELLINGS.finditer(line)]
+    assert not hits, (f"{path.relative_to(ROOT)}: the course writes token, 遮挡, 可以看, 预热/warmup "
+                      f"(chapter 00's glossary); found {hits}")
+
+
+@pytest.mark.parametrize("text", ["每个词元", "整行被屏蔽", "True = 可以关注", "Warm-up then decay", "需要 warm-up"])
+def test_vocabulary_pattern_catches_other_spellings(text):
+    assert OTHER_SPELLINGS.search(text), text
+
+
+# Maintainer internals stay out of the learner's text: how busy a machine was, the course's own test files.
+INTERNALS = re.compile(r"负载约|load average|\btests/test_\w+\.py")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_maintainer_internals(path):
+    hits = [(n, line.strip()) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if INTERNALS.search(line)]
+    assert not hits, f"{path.relative_to(ROOT)} shows maintainer internals to learners: {hits}"

@@ -8,7 +8,7 @@ reset and mock interviews. Learner-side: never imports ``solutions`` until a rev
     reveal("softmax")                # the reference and its classic mistakes: only after a pass or give_up()
     give_up("softmax")               # unlocks the reveal without a pass
     reset("softmax")                 # the blank drill cell back into workspace/09_drills.ipynb
-    mock_interview()                 # workspace/mock_interview_<time>.ipynb with 3 random drills
+    mock_interview()                 # workspace/mock_interview_<time>.ipynb: 3 drills, easy/medium/hard
 
 Progress (which drills passed, attempts, best time) is kept in ``drills_progress.json`` next to the
 notebook when it runs in the learner's ``workspace/`` (``make lab``), or in the file that the
@@ -60,7 +60,7 @@ DRILLS = [
     Drill("softmax", "数值稳定的 softmax / stable softmax", 5),
     Drill("attention_numpy", "NumPy 注意力 / attention in NumPy", 8),
     Drill("scaled_dot_product_attention",
-          "缩放点积注意力（掩码、全屏蔽行）/ scaled dot-product attention (mask, fully masked rows)", 10),
+          "缩放点积注意力（掩码、全遮挡行）/ scaled dot-product attention (mask, fully masked rows)", 10),
     Drill("MultiHeadAttention", "多头注意力 / multi-head attention", 15),
     Drill("sinusoidal_positional_encoding", "正弦位置编码表 / sinusoidal positional encoding", 8),
     Drill("PositionalEncoding", "位置编码模块 / positional-encoding module", 5),
@@ -83,7 +83,7 @@ DRILLS = [
     Drill("top_k_filter", "top-k 过滤 / top-k filtering", 5),
     Drill("top_p_filter", "top-p（核）过滤 / top-p (nucleus) filtering", 8),
     Drill("sampling_probs", "温度 + top-k + top-p 的采样分布 / sampling distribution", 5),
-    Drill("sample_next_token", "采样下一个词元 / sampling the next token", 5),
+    Drill("sample_next_token", "采样下一个 token / sampling the next token", 5),
     Drill("generate", "带 KV 缓存的生成 / generation with a KV cache", 12),
     Drill("beam_search", "束搜索 / beam search", 20),
     Drill("softmax_backward", "softmax 反向传播 / softmax backward", 8),
@@ -323,15 +323,31 @@ def _needs(nb, groups, name, provided):
     return order
 
 
+TIERS = ((0, 3), (4, 8), (9, 60))  # easy, medium, hard: a drill's target minutes
+
+
+def _draw_by_difficulty(eligible, k, rng):
+    """``k`` drills taken from the difficulty tiers in turn (easy, medium, hard, easy, ...), each at random."""
+    tiers = [[n for n in eligible if lo <= BY_NAME[n].minutes <= hi] for lo, hi in TIERS]
+    chosen = []
+    while len(chosen) < min(k, len(eligible)):
+        for tier in tiers:
+            left = [n for n in tier if n not in chosen]
+            if left and len(chosen) < k:
+                chosen.append(rng.choice(left))
+    return chosen
+
+
 def mock_interview(k=3, seed=None, folder=None):
     """Write a notebook with ``k`` random drills (and, collapsed, what they build on) into the
-    workspace; returns its path. Only drills whose prerequisites the chapters provide are drawn."""
+    workspace; returns its path. The drills come from the difficulty tiers in turn (k=3: one easy,
+    one medium, one hard); only drills whose prerequisites the chapters provide are drawn."""
     import nbformat
 
     nb = _read(pristine_notebook_path())
     groups, provided = _groups(nb), _provided_definitions()
     eligible = [n for n in groups if _needs(nb, groups, n, provided) is not None]
-    chosen = sorted(random.Random(seed).sample(eligible, k), key=list(groups).index)
+    chosen = sorted(_draw_by_difficulty(eligible, k, random.Random(seed)), key=list(groups).index)
     setup = next(c for c in nb.cells if c.cell_type == "code")
     intro = nbformat.v4.new_markdown_cell(
         "# 模拟面试 / Mock interview\n\n"

@@ -16,13 +16,24 @@ the cell as failed (a grade cell with stderr output scores 0).
 
 ``grade`` never writes to stderr on success (nbgrader gives 0 points to a grade cell that
 does): warnings are silenced and the learner's own prints during the check are swallowed.
+
+Outside nbgrader (which has its own per-cell timeout), a check and a self-study test cell stop the
+learner's code after ``CHECK_TIME_LIMIT`` seconds, and a timeout or an interrupt (■) is reported
+in one bilingual line instead of a traceback through torch. ``check`` and ``report`` also notice
+when the newest cell that defines the object raised (a SyntaxError, say): the kernel then still
+holds an older definition, and they say so instead of checking it.
 """
 import contextlib
+import inspect
 import io
+import os
 import re
+import signal
 import sys
+import threading
 import types
 import warnings
+from pathlib import Path
 
 from . import checks, integrity
 
@@ -33,14 +44,99 @@ CANNOT_RUN_LINE = "❌ {name}: 检查无法运行 / the check could not run: {er
 NO_REFERENCE_LINE = ("⚠️ {name}: 这个环境没有安装参考实现 solutions，自查无法运行（不影响评分）/ "
                      "the reference package solutions is not installed here, so this self-check cannot run "
                      "(grading is not affected)")
+TIMEOUT_LINE = ("❌ {name}: 运行超过 {seconds} 秒，已停止：多半是死循环，或者算的远比需要的多 / "
+                "still running after {seconds} s, stopped: most likely an endless loop or far more work than needed")
+INTERRUPTED_LINE = "⏹️ {name}: 已中断 / interrupted"
+STALE_LINE = ("❌ {name}: 定义 {obj} 的单元格 [{latest}] 运行出错，它的定义没有生效；"
+              "内核里的 {obj} 还是单元格 [{older}] 的旧定义，这里不检查它。改好单元格 [{latest}] 并重新运行，"
+              "再运行这一格 / "
+              "the cell [{latest}] that defines {obj} "
+              "raised an error, so its definition did not take effect: the kernel still holds the older {obj} from "
+              "cell [{older}], which is not checked here. Fix cell [{latest}], run it, then run this cell again")
+CHECK_TIME_LIMIT = 60  # seconds (the environment variable TUTOR_CHECK_TIME_LIMIT overrides it); nbgrader has its
+#                       own per-cell timeout (c.Execute.timeout)
+
+
+class CheckTimeout(BaseException):
+    """The learner's code ran past ``CHECK_TIME_LIMIT``. A ``BaseException``, like ``KeyboardInterrupt``,
+    so that no ``except Exception`` in the learner's code or in a check turns it into a finding."""
+
+
+class Interrupted(Exception):
+    """An interrupt during a check or a test cell: one line instead of a traceback; the cell still
+    fails, so Run All stops as after any interrupt."""
+
+    def _render_traceback_(self):
+        return [str(self)]
+
+
+@contextlib.contextmanager
+def _time_limit():
+    """Raise ``CheckTimeout`` in the block after the time limit: outside nbgrader, in the main thread,
+    where SIGALRM exists and no timer is running already (a check inside a timed test cell)."""
+    seconds = float(os.environ.get("TUTOR_CHECK_TIME_LIMIT", CHECK_TIME_LIMIT))
+    if (os.environ.get("NBGRADER_EXECUTION") or not hasattr(signal, "SIGALRM")
+            or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CheckTimeout(f"{seconds:g}")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _quiet_check(name, obj):
-    """Run a check with warnings silenced and the learner's stdout/stderr captured."""
+    """Run a check with warnings silenced, the learner's stdout/stderr captured and a time limit."""
     sink = io.StringIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+            _time_limit():
         warnings.simplefilter("ignore")
         return checks.run_check(name, obj)
+
+
+def _code_file(obj):
+    """The file (an IPython cell's name) that defined a function, or a class's first own method; None."""
+    members = vars(obj).values() if isinstance(obj, type) else [obj]
+    for member in members:
+        member = getattr(member, "__func__", getattr(member, "fget", member))  # staticmethod, property
+        member = inspect.unwrap(member) if callable(member) else member        # @torch.no_grad() and the like
+        code = getattr(member, "__code__", None)
+        if code is not None:
+            return code.co_filename
+    return None
+
+
+def _stale_definition(obj):
+    """``(latest, older)`` when ``obj`` was defined by an earlier run ``older`` of a cell that defines its
+    name at top level, and the newest such run ``latest`` did not define it (it raised first): their
+    execution counts. None otherwise: ``obj`` from the newest run, from no cell run found (a module, a
+    wrapper), or outside IPython."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython else None
+    name, filename = getattr(obj, "__name__", None), _code_file(obj)
+    if shell is None or not name or filename is None:
+        return None
+    raw, parsed = shell.history_manager.input_hist_raw, shell.history_manager.input_hist_parsed
+    defines = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.MULTILINE)
+    runs = [n for n in range(1, min(len(raw), len(parsed))) if defines.search(raw[n])]  # In[n] defines it
+    cell_name = {n: shell.compile.get_code_name(raw[n], parsed[n], n) for n in runs}
+    older = next((n for n in reversed(runs) if cell_name[n] == filename), None)
+    if older is None or cell_name[runs[-1]] == filename:
+        return None
+    return runs[-1], older
+
+
+def _stale_line(name, obj, stale):
+    latest, older = stale
+    return STALE_LINE.format(name=name, obj=obj.__name__, latest=latest, older=older)
 
 
 class TestFailure(AssertionError):
@@ -91,8 +187,15 @@ def check(name, obj):
     graded = _PASSED.pop(name, None)
     if graded is not None and graded[0] is obj:
         return graded[1]
+    stale = _stale_definition(obj)
+    if stale:
+        raise TestFailure(_stale_line(name, obj, stale))
     try:
         result = _quiet_check(name, obj)
+    except CheckTimeout as exc:
+        raise TestFailure(TIMEOUT_LINE.format(name=name, seconds=exc.args[0])) from None
+    except KeyboardInterrupt:
+        raise Interrupted(INTERRUPTED_LINE.format(name=name)) from None
     except Exception as exc:
         if isinstance(exc, ModuleNotFoundError) and exc.name == "solutions":
             print(NO_REFERENCE_LINE.format(name=name))
@@ -106,8 +209,17 @@ def check(name, obj):
 
 def report(name, obj):
     """Self-study check: print ✅ or ❌ with the message and the diagnosis; returns the ``CheckResult``."""
+    stale = _stale_definition(obj)
+    if stale:
+        print(_stale_line(name, obj, stale))
+        return None
     try:
         result = _quiet_check(name, obj)
+    except CheckTimeout as exc:
+        print(TIMEOUT_LINE.format(name=name, seconds=exc.args[0]))
+        return None
+    except KeyboardInterrupt:
+        raise Interrupted(INTERRUPTED_LINE.format(name=name)) from None
     except Exception as exc:  # never crash the notebook
         if isinstance(exc, ModuleNotFoundError) and exc.name == "solutions":  # a student image without it
             print(NO_REFERENCE_LINE.format(name=name))
@@ -162,8 +274,13 @@ def explain(grade_id, exc, tb):
     where = f"\n  ({_where(inner_frame, inner_line)})" if inner_frame is not None else ""
     if isinstance(exc, NameError):
         name = getattr(exc, "name", None) or _short(exc)
-        return (f"❌ {grade_id}: {name} 还没有定义，请先运行定义它的单元格（或从头 Run All）/ "
-                f"{name} is not defined yet: run the cell that defines it first (or Run All from the top)")
+        chapter = Path(os.environ.get("JPY_SESSION_NAME", "")).stem or "<本章文件名 / this notebook's name>"
+        return (f"❌ {grade_id}: {name} 还没有定义：请先运行定义它的单元格（或从头 Run All）。那个单元格被删掉了的话，"
+                f"用 Edit → Undo Cell Operation（命令模式下按 Z）找回；找不回就在终端运行 make reset CHAPTER={chapter}"
+                f"（整章恢复成空白，旧文件备份在 workspace/backup/）/ {name} is not defined yet: run the cell that "
+                f"defines it first (or Run All from the top). If that cell was deleted, Edit → Undo Cell Operation (Z "
+                f"in command mode) brings it back; otherwise run make reset CHAPTER={chapter} in a terminal (the whole "
+                f"chapter back to blank, the old file kept in workspace/backup/)")
     if isinstance(exc, NotImplementedError) and not in_test:
         stub = inner_frame.f_code.co_qualname
         exercise = stub.split(".")[0]
@@ -185,24 +302,34 @@ class test_cell:
     tests passed`` when the body finishes, and turns any exception into one bilingual ❌ report
     (``explain``): raised as ``TestFailure`` (source and release editions: the cell fails, as nbgrader
     needs), or written to stderr with ``keep_going=True`` (self-study edition: Run All goes on, and
-    Validate still sees the failure). ``KeyboardInterrupt`` and other non-``Exception`` errors pass.
+    Validate still sees the failure). The self-study edition's cell runs under ``CHECK_TIME_LIMIT``
+    (a timeout is one more ❌ report); an interrupt becomes one ``Interrupted`` line; other
+    non-``Exception`` errors pass.
     """
 
     __test__ = False  # not a pytest test class
 
     def __init__(self, grade_id, keep_going=False):
         self.grade_id, self.keep_going = grade_id, keep_going
+        self._limit = _time_limit() if keep_going else contextlib.nullcontext()
 
     def __enter__(self):
+        self._limit.__enter__()
         return self
 
     def __exit__(self, etype, exc, tb):
+        self._limit.__exit__(None, None, None)
         if etype is None:
             print(f"✅ {self.grade_id}: 可见测试通过 / visible tests passed")
             return False
-        if not issubclass(etype, Exception):
+        if issubclass(etype, KeyboardInterrupt):
+            raise Interrupted(INTERRUPTED_LINE.format(name=self.grade_id)) from None
+        if issubclass(etype, CheckTimeout):
+            report_text = TIMEOUT_LINE.format(name=self.grade_id, seconds=exc.args[0])
+        elif not issubclass(etype, Exception):
             return False
-        report_text = explain(self.grade_id, exc, tb)
+        else:
+            report_text = explain(self.grade_id, exc, tb)
         if self.keep_going:
             sys.stdout.flush()
             print(report_text, file=sys.stderr, flush=True)

@@ -41,20 +41,20 @@ MISTAKES = {
     "softmax_all_elements": ("softmax 对整个数组归一化（max/sum 没有指定轴）：应沿 axis 归一化，每个切片之和为 1",
                              "softmax normalises the whole array (max/sum without an axis): normalise along axis, each "
                              "slice sums to 1"),
-    "mask_inverted": ("掩码约定反了：本课程 True = 可以关注，True 的位置要保留，False 的位置才屏蔽",
+    "mask_inverted": ("掩码约定反了：本课程 True = 可以看，True 的位置要保留，False 的位置才遮挡",
                       "mask convention inverted: in this course True = may attend; block the False positions, keep the "
                       "True ones"),
-    "mask_after_softmax": ("在 softmax 之后才屏蔽：被屏蔽位置置 0 后每行之和不再是 1；应在 softmax "
+    "mask_after_softmax": ("在 softmax 之后才遮挡：被遮挡位置置 0 后每行之和不再是 1；应在 softmax "
                            "之前把分数设为很大的负数",
                            "mask applied after the softmax: zeroing weights afterwards leaves rows that do not sum to "
                            "1; fill the scores before the softmax"),
-    "mask_multiplies_scores": ("用掩码乘分数：被屏蔽的分数变成 0 而不是很大的负数，仍然分到权重",
+    "mask_multiplies_scores": ("用掩码乘分数：被遮挡的分数变成 0 而不是很大的负数，仍然分到权重",
                                "the mask multiplies the scores: blocked scores become 0, not a large negative number, "
                                "and still get weight"),
-    "nan_fully_masked": ("用 -inf 填充后，整行都被屏蔽的查询得到 NaN；契约要求这样的行输出全 0",
+    "nan_fully_masked": ("用 -inf 填充后，整行都被遮挡的查询得到 NaN；契约要求这样的行输出全 0",
                          "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for "
                          "zeros there"),
-    "fully_masked_uniform": ("整行都被屏蔽时得到均匀权重（用了有限的大负数却没把被屏蔽的权重清零）；契约要求全 0",
+    "fully_masked_uniform": ("整行都被遮挡时得到均匀权重（用了有限的大负数却没把被遮挡的权重清零）；契约要求全 0",
                              "a fully blocked row gets uniform weights (a finite large negative fill without zeroing "
                              "the blocked weights); the contract asks for zeros"),
     "mask_shape": ("掩码不能广播到注意力分数 (B, H, T_q, T_k)：make_pad_mask 已是 (B, 1, 1, T)，make_subsequent_mask "
@@ -64,12 +64,12 @@ MISTAKES = {
     "mask_not_bool": ("掩码可能是 0/1 整数：先 mask.to(torch.bool) 再用 ~mask 或 masked_fill",
                       "the mask may be 0/1 integers: convert with mask.to(torch.bool) before ~mask or masked_fill"),
     # multi-head attention
-    "split_heads_no_transpose": ("拆头时直接 view 成 (B, H, T, d_k)：这会把不同词元的数字混进一个头；应先 view(B, T, "
-                                 "H, d_k) 再 transpose(1, 2)",
+    "split_heads_no_transpose": ("拆头时直接 view 成 (B, H, T, d_k)：这会把不同 token 的数字混进一个头；"
+                                 "应先 view(B, T, H, d_k) 再 transpose(1, 2)",
                                  "heads split by a straight view to (B, H, T, d_k): that mixes numbers of different "
                                  "tokens into one head; view(B, T, H, d_k) then transpose(1, 2)"),
     "merge_heads_no_transpose": ("合并头时没有先 transpose(1, 2) 回 (B, T, H, d_k)：直接 view 成 (B, T, d_model) "
-                                 "会打乱词元",
+                                 "会打乱 token",
                                  "heads merged without transpose(1, 2) back to (B, T, H, d_k): a straight view to (B, "
                                  "T, d_model) scrambles the tokens"),
     "view_without_contiguous": ("transpose 之后的张量不连续，不能直接 view：先 .contiguous() 或改用 reshape",
@@ -158,18 +158,18 @@ MISTAKES = {
                                "Post-LN where Pre-LN was asked: Pre-LN is x + sublayer(LayerNorm(x)), the residual "
                                "path is not normalised"),
     # masks and layers
-    "pad_mask_queries": ("填充掩码把查询行也屏蔽了：它只屏蔽键，形状 (B, 1, 1, T)；屏蔽查询行会产生没有可见键的行",
+    "pad_mask_queries": ("填充掩码把查询行也遮挡了：它只遮挡键，形状 (B, 1, 1, T)；遮挡查询行会产生没有可见键的行",
                          "the padding mask also hides query rows: it hides keys only, shape (B, 1, 1, T); hiding query "
                          "rows leaves rows with no visible key"),
-    "pad_mask_inverted": ("填充掩码反了：True 表示真实词元（可以关注），PAD 位置为 False",
+    "pad_mask_inverted": ("填充掩码反了：True 表示真实 token（可以看），PAD 位置为 False",
                           "the padding mask is inverted: True marks real tokens (may attend), PAD positions are False"),
-    "causal_diagonal_hidden": ("因果掩码差一：对角线被屏蔽了，每个位置应能看到自己（tril 含对角线）",
+    "causal_diagonal_hidden": ("因果掩码差一：对角线被遮挡了，每个位置应能看到自己（tril 含对角线）",
                                "causal mask off by one: the diagonal is hidden; each position must see itself (tril "
                                "with the diagonal)"),
-    "causal_next_visible": ("因果掩码差一：下一个词元可见，模型能偷看答案（应是 tril，diagonal=0）",
+    "causal_next_visible": ("因果掩码差一：下一个 token 可见，模型能偷看答案（应是 tril，diagonal=0）",
                             "causal mask off by one: the next token is visible, the model can peek at the answer (tril "
                             "with diagonal=0)"),
-    "causal_inverted": ("因果掩码反了：True = 可以关注，应是下三角（含对角线）为 True",
+    "causal_inverted": ("因果掩码反了：True = 可以看，应是下三角（含对角线）为 True",
                         "causal mask inverted: True = may attend, the lower triangle (with the diagonal) is True"),
     "tgt_pad_missing": ("解码器自注意力的掩码只有因果部分，没有目标序列的填充掩码：应是 make_pad_mask(tgt_in) & "
                         "make_subsequent_mask(T_t)",
@@ -178,7 +178,7 @@ MISTAKES = {
     "causal_missing": ("解码器自注意力没有因果掩码：训练时每个位置都能看到后面的答案",
                        "the decoder self-attention has no causal mask: during training each position sees the answers "
                        "after it"),
-    "src_mask_missing": ("编码器没有用源序列的填充掩码：PAD 词元被当作真实内容关注",
+    "src_mask_missing": ("编码器没有用源序列的填充掩码：PAD token 被当作真实内容关注",
                          "the encoder ignores the source padding mask: PAD tokens are attended to as if they were "
                          "content"),
     "memory_mask_missing": ("交叉注意力没有用源序列的填充掩码：解码器会关注源序列的 PAD",
@@ -207,14 +207,14 @@ MISTAKES = {
                                 "rows that have emitted EOS must continue with pad_id, not with more generated tokens"),
     "greedy_no_bos": ("解码结果应以 bos_id 开头：形状 (B, ≤ 1 + max_new_tokens)",
                       "the decoded tokens must start with bos_id: shape (B, ≤ 1 + max_new_tokens)"),
-    "greedy_first_position": ("每步取了第一个位置的 logits：下一个词元由最后一个位置预测，取 logits[:, -1]",
+    "greedy_first_position": ("每步取了第一个位置的 logits：下一个 token 由最后一个位置预测，取 logits[:, -1]",
                               "each step takes the logits of the first position: the next token is predicted at "
                               "the last position, take logits[:, -1]"),
-    "kv_cache_pe_position_zero": ("用 KV 缓存时每个新词元都加了第 0 个位置的位置编码："
-                                  "第 t 步送进解码器的词元在序列里的位置是 t，要加 pe[:, t]",
+    "kv_cache_pe_position_zero": ("用 KV 缓存时每个新 token 都加了第 0 个位置的位置编码："
+                                  "第 t 步送进解码器的 token 在序列里的位置是 t，要加 pe[:, t]",
                                   "with a KV cache every new token gets the positional encoding of position 0: the "
                                   "token fed at step t sits at position t of the sequence and needs pe[:, t]"),
-    "loss_includes_pad": ("损失把 PAD 位置也算进去了：用 ignore_index=pad_id，只在真实目标词元上求平均",
+    "loss_includes_pad": ("损失把 PAD 位置也算进去了：用 ignore_index=pad_id，只在真实目标 token 上求平均",
                           "the loss counts PAD positions: use ignore_index=pad_id and average over real target tokens "
                           "only"),
     "loss_sum_not_mean": ("损失求和而不是求平均：应对非 PAD 位置取平均",
@@ -222,7 +222,7 @@ MISTAKES = {
     "em_whole_row": ("比较了整行（包括 EOS 之后的内容）：只比较到第一个 EOS（含）为止",
                      "the whole row was compared (including what follows EOS): compare up to and including the first "
                      "EOS only"),
-    "em_token_accuracy": ("算成了逐词元准确率：exact match 按行计分，一行中到 EOS 为止全部正确才算对",
+    "em_token_accuracy": ("算成了逐 token 准确率：exact match 按行计分，一行中到 EOS 为止全部正确才算对",
                           "a per-token accuracy: exact match scores whole rows, a row counts only when every token up "
                           "to EOS is right"),
     "softmax_unstable": ("没有先减去最大值：大输入时 exp 溢出得到 inf/NaN",
@@ -785,7 +785,8 @@ MISTAKES.update({
                                   "repeat_interleave（相邻的 H/G 个查询头共用 KV 头 h // (H/G)）",
                                   "KV heads repeated in the wrong order: repeat gives query head h the KV head h % G; "
                                   "use repeat_interleave (adjacent H/G query heads share KV head h // (H/G))"),
-    "kv_cache_positions_reset": ("用 KV 缓存时新词元的 RoPE 位置从 0 重新算了：新词元的位置是 T_past, T_past + 1, ……",
+    "kv_cache_positions_reset": ("用 KV 缓存时新 token 的 RoPE 位置从 0 重新算了："
+                                 "新 token 的位置是 T_past, T_past + 1, ……",
                                  "with a KV cache the new tokens are rotated as if they were at position 0: their "
                                  "positions are T_past, T_past + 1, ..."),
     "kv_cache_before_rope": ("缓存里存的是旋转之前的键：契约要求缓存存 RoPE 之后的键（之后每步不必再旋转旧键）",
@@ -805,27 +806,27 @@ MISTAKES.update({
                           "the final RMSNorm after the last block is missing: a Pre-LN residual stream is never "
                           "normalised, so apply norm before lm_head"),
     "generate_cache_refeeds_prefix": ("用缓存时每一步又把整个序列喂了进去：缓存里已有前缀的键值，"
-                                      "之后每步只喂新生成的那个词元",
+                                      "之后每步只喂新生成的那个 token",
                                       "with a cache the whole sequence is fed again at every step: the cache already "
                                       "holds the prefix, feed only the newest token"),
-    "top_k_ties_dropped": ("top-k 只按下标保留了恰好 k 个：与第 k 大并列的词元也要保留（logits >= 第 k 大的值）",
+    "top_k_ties_dropped": ("top-k 只按下标保留了恰好 k 个：与第 k 大并列的 token 也要保留（logits >= 第 k 大的值）",
                            "top-k kept exactly k by index: tokens tied with the k-th largest are kept too (logits >= "
                            "the k-th value)"),
     "top_k_off_by_one": ("top-k 差一：保留了 k+1 或 k−1 个（第 k 大是排序后下标 k−1 的那个）",
                          "top-k off by one: k+1 or k−1 tokens kept (the k-th largest sits at sorted index k−1)"),
     "top_k_fill_zero": ("被过滤的 logit 设成了 0 而不是 -inf：softmax 后它们仍有概率",
                         "filtered logits set to 0 instead of -inf: they keep probability after the softmax"),
-    "top_p_drops_crossing_token": ("top-p 丢掉了越过 p 的那个词元：应保留累计概率首次 >= p "
+    "top_p_drops_crossing_token": ("top-p 丢掉了越过 p 的那个 token：应保留累计概率首次 >= p "
                                    "的最小集合（它之前的累计概率 < p 就保留）",
                                    "top-p drops the token that crosses p: keep the smallest set whose mass is >= p (a "
                                    "token stays while the mass before it is < p)"),
-    "top_p_not_sorted": ("top-p 的累计概率没有先按概率从大到小排序：按词表顺序累加得到的不是“最可能的词元”集合",
+    "top_p_not_sorted": ("top-p 的累计概率没有先按概率从大到小排序：按词表顺序累加得到的不是“最可能的 token”集合",
                          "top-p accumulates the mass in vocabulary order: sort the probabilities in descending order "
                          "first"),
     "temperature_after_softmax": ("温度用在了 softmax 之后：应先用温度除 logits，再做 softmax",
                                   "temperature applied after the softmax: divide the logits by the temperature, then "
                                   "take the softmax"),
-    "filters_order_swapped": ("top-k 和 top-p 的顺序反了：先 top-k，再在剩下的词元上做 top-p",
+    "filters_order_swapped": ("top-k 和 top-p 的顺序反了：先 top-k，再在剩下的 token 上做 top-p",
                               "top-k and top-p in the wrong order: top-k first, then top-p on what is left"),
     "sample_argmax": ("采样时取了 argmax：temperature > 0 时要用 torch.multinomial 从分布中抽样",
                       "argmax where sampling was asked: for temperature > 0 draw with torch.multinomial"),
@@ -835,7 +836,7 @@ MISTAKES.update({
     "beam_finished_extended": ("已经输出 EOS 的束还在继续扩展：结束的束应移出存活集合，不再扩展",
                                "beams that emitted EOS are still extended: finished beams leave the alive set and "
                                "stop"),
-    "beam_norm_counts_prefix": ("长度归一化把前缀也算进了长度：n 只数生成的词元（含 EOS，不含前缀）",
+    "beam_norm_counts_prefix": ("长度归一化把前缀也算进了长度：n 只数生成的 token（含 EOS，不含前缀）",
                                 "the length normalisation counts the prefix: n is the number of generated tokens (EOS "
                                 "included, prefix excluded)"),
     "softmax_backward_missing_sum": ("softmax 反向漏了求和项：grad_x = y * (grad_y - sum(grad_y * y))，"

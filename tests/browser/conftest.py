@@ -127,15 +127,13 @@ def _free_port():
 
 def _server_env(home, token):
     """The environment of a learner's shell: no venv on PATH, no MPLBACKEND (CI sets Agg), and a
-    private Jupyter/IPython configuration (no personal settings, no news pop-up)."""
+    private Jupyter/IPython configuration (no personal settings). No setting hides the "Jupyter news"
+    prompt here: `make lab` itself turns it off (jupyter/labconfig/page_config.json), as for a learner."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("MPLBACKEND", "NBGRADER_EXECUTION", "VIRTUAL_ENV", "PYTHONPATH")
            and not k.startswith(("JUPYTER", "JPY_"))}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and not Path(p).resolve().is_relative_to(VENV.resolve()))
-    settings = home / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
     env.update(JUPYTER_PORT_RETRIES="0", JUPYTER_TOKEN=token,
                JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
                JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"),

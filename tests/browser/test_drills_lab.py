@@ -47,3 +47,24 @@ def test_mock_interview_shows_time_verdict_and_a_locked_reveal(page, lab, shots,
     check.scroll_into_view_if_needed()
     shots(page, "drills-2-mock-interview-passed")
     assert '"make_pad_mask"' in (workspace / drills.PROGRESS_FILE).read_text(encoding="utf-8")
+
+
+def test_mock_interview_from_a_new_cell_below_progress(page, lab, shots, expect):
+    """Chapter 09's instructions work as written: select the progress cell, B for a new cell, run
+    mock_interview() there (the cells of the chapter itself are read-only)."""
+    before = set((lab.course / "workspace").glob("mock_interview_*.ipynb"))
+    notebook = open_notebook(page, lab, lab.learner_notebook("09_drills.ipynb"))
+    menu(page, "Run", "Run All Cells")  # the setup cell imports mock_interview
+    page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
+    progress_cell = notebook.locator(".jp-Cell").filter(has=page.locator(".jp-InputArea", has_text="progress()"))
+    progress_cell.scroll_into_view_if_needed()
+    progress_cell.locator(".jp-InputPrompt").click()
+    page.keyboard.press("b")
+    page.keyboard.press("Enter")
+    page.keyboard.insert_text("mock_interview()")
+    page.keyboard.press("Shift+Enter")
+    new_cell = progress_cell.locator("xpath=following-sibling::div[contains(@class, 'jp-CodeCell')][1]")
+    expect(new_cell.locator(".jp-OutputArea")).to_contain_text("🎲 模拟面试已生成", timeout=RUN_S)
+    new_cell.scroll_into_view_if_needed()
+    shots(page, "drills-0-mock-interview-from-a-new-cell")
+    assert set((lab.course / "workspace").glob("mock_interview_*.ipynb")) - before

@@ -112,6 +112,14 @@ def installed_families(pattern):
 # ------------------------------------------------------------------ the learner
 
 
+def test_no_jupyter_news_prompt(page, lab, shots, expect):
+    """A fresh browser is not asked about "official Jupyter news": make lab turns the announcements off."""
+    open_notebook(page, lab, lab.learner_notebook(NOTEBOOK))
+    page.wait_for_timeout(5000)  # when enabled, the question pops up within a second or two of the page
+    expect(page.get_by_text(re.compile("Jupyter news"))).to_have_count(0)
+    shots(page, "0-no-news-prompt")
+
+
 def test_learner_runs_attention_to_first_stub(page, lab, shots, expect):
     """Markdown, MathJax and the ❌ line for an untouched stub; a wrong softmax gets its named mistake."""
     notebook = open_notebook(page, lab, lab.learner_notebook(NOTEBOOK))
