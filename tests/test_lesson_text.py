@@ -58,10 +58,8 @@ def test_pattern_spares_random_seeds(text):
 
 
 # One vocabulary (chapter 00's glossary): each term has one spelling in the lessons, the docstrings
-# learners read and the check messages. tutor/checks.py is edited by a concurrent change; it joins
-# this list when its case labels use these terms.
-VOCABULARY_FILES = LESSONS + REFERENCE + [ROOT / "contract" / "__init__.py"] + sorted(
-    p for p in (ROOT / "tutor").glob("*.py") if p.name != "checks.py")
+# learners read and the check messages.
+VOCABULARY_FILES = LESSONS + REFERENCE + [ROOT / "contract" / "__init__.py"] + sorted((ROOT / "tutor").glob("*.py"))
 OTHER_SPELLINGS = re.compile(
     r"词元"                      # token
     r"|屏蔽|可以关注"             # 遮挡 (masked), 可以看 (may attend)

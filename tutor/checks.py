@@ -127,7 +127,9 @@ def _shape(v):
 
 
 def _describe(inputs):
-    return ", ".join(f"{k} {_shape(v)}" for k, v in inputs.items() if hasattr(v, "shape"))
+    """'Q (2, 4, 8), mask (2, 1, 1, 4)': tensors by shape, plain values (``T=4``) as they are."""
+    return ", ".join(f"{k} {_shape(v)}" if hasattr(v, "shape") else f"{k}={v!r}" for k, v in inputs.items()
+                     if hasattr(v, "shape") or isinstance(v, (int, float, bool, str)))
 
 
 def _learner_line(exc):
@@ -350,7 +352,9 @@ def _run(name, obj, cases, learner, reference, ref_for=lambda case: None):
         findings = _explain(name, cases, outcomes, [reference(c) for c in cases], ref_for, i)
     except Exception:  # the diagnosis only advises: a learner module it cannot take apart keeps the plain report
         findings = []
-    lines = [f"{name}: 用例 case {i + 1}/{len(cases)} 「{case.label}」 ({_describe(case.inputs)})", f"  {reason}"]
+    described = _describe(case.inputs)
+    lines = [f"{name}: 用例 case {i + 1}/{len(cases)} 「{case.label}」" + (f" ({described})" if described else ""),
+             f"  {reason}"]
     lines += _finding_lines(name, findings)
     ids = tuple(dict.fromkeys(mid for f in findings for mid in f.ids))
     return CheckResult(name, False, case.label, "\n".join(lines), ids[0] if ids else None, ids)
@@ -677,7 +681,7 @@ def _attention_cases():
     add("B=1 H=1, 键填充掩码 / key padding mask", (1, 1, 4, 8), 5, 3,
         torch.tensor([[True, True, True, False, False]])[:, None, None, :])
     add("因果掩码 / causal mask, T=4", (2, 3, 4, 4), 4, 4, causal)
-    add("填充 & 因果，含整行被屏蔽 / padding & causal with a fully masked row", (2, 2, 4, 8), 4, 5, pad & causal)
+    add("填充 & 因果，含整行被遮挡 / padding & causal with a fully masked row", (2, 2, 4, 8), 4, 5, pad & causal)
     add("0/1 整数掩码、3 维输入 / 0/1 integer mask, 3-D inputs", (2, 3, 8), 5, 4,
         torch.tensor([[[1, 1, 0, 1, 0]], [[0, 0, 0, 0, 0]]]))
     return cases
@@ -771,7 +775,7 @@ def check_MultiHeadAttention(cls):
         torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, None, :])
     add("B=1 H=1, 因果 / causal, d_model=8", 8, 1, 1, 4, mask=causal[..., :4, :4])
     pad = torch.tensor([[True, True, True, True, True], [False, True, True, True, False]])[:, None, None, :]
-    add("填充 & 因果，含整行被屏蔽 / padding & causal, a fully masked row, d_model=12 "
+    add("填充 & 因果，含整行被遮挡 / padding & causal, a fully masked row, d_model=12 "
         "H=2", 12, 2, 2, 5, mask=pad & causal)
 
     learner, reference, ref_for = _module_check(
@@ -1100,13 +1104,13 @@ def _cost_problems(name, cases):
             if fed and sum(fed) > T0 + n:
                 honest = [T0] + [1] * (len(fed) - 1)
                 problems.setdefault("kv_cache_recomputes", (
-                    f"实测 / measured: 每次调用模型喂入的词元数 / tokens fed per model call {_fed(fed)}，"
+                    f"实测 / measured: 每次调用模型喂入的 token 数 / tokens fed per model call {_fed(fed)}，"
                     f"用缓存应是 / with the cache: {_fed(honest)}（用例 / case 「{case.label}」）"))
             continue
         fed = seen["self"]  # decoding starts from BOS alone: every step feeds one token
         if fed and sum(fed) > len(fed):
             problems.setdefault("kv_cache_recomputes", (
-                f"实测 / measured: 每步送进解码器自注意力的词元数 / tokens fed to the decoder's self-attention per "
+                f"实测 / measured: 每步送进解码器自注意力的 token 数 / tokens fed to the decoder's self-attention per "
                 f"step {_fed(fed)}，用缓存应是 / with the cache: {_fed([1] * len(fed))}"
                 f"（用例 / case 「{case.label}」）"))
         cross = max((len(v) for k, v in seen.items() if k.startswith("cross")), default=0)
@@ -1242,7 +1246,7 @@ def _copy_batch_properties(batch, B, V, min_len, max_len):
         if not min_len <= L <= max_len:
             return f"第 {r} 行长度 {L} 不在 [{min_len}, {max_len}] / row {r} length {L} outside [{min_len}, {max_len}]"
         if len(x) and (x.min() < 3 or x.max() >= V):
-            return f"内容词元应在 [3, {V}) / content tokens must lie in [3, {V}): row {r} {src[r].tolist()}"
+            return f"内容 token 应在 [3, {V}) / content tokens must lie in [3, {V}): row {r} {src[r].tolist()}"
         if (src[r, L + 1:] != PAD).any():
             return f"src 第 {r} 行 EOS 之后应全为 PAD / after EOS, row {r} of src must be PAD: {src[r].tolist()}"
         expected_in = torch.cat([torch.tensor([BOS]), x, torch.full((max_len - L,), PAD)])
@@ -1408,7 +1412,7 @@ def check_GroupedQueryAttention(cls):
     add("MHA H=2 G=2, 因果 / causal", 16, 2, 2, 2, 5, mask=torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None])
     add("KV 缓存 / KV cache: T_past=3, T=2 (T_q≠T_k), H=4 G=2", 32, 4, 2, 2, 2, T_past=3)
     add("B=1 H=1 G=1, KV 缓存 / KV cache T_past=4, T=1", 8, 1, 1, 1, 1, T_past=4)
-    add("左填充，含整行被屏蔽（契约：输出 0）/ left padding, a fully masked row (the contract: zeros), H=4 G=2",
+    add("左填充，含整行被遮挡（契约：输出 0）/ left padding, a fully masked row (the contract: zeros), H=4 G=2",
         16, 4, 2, 2, 5, mask=left[:, None, None, :] & causal)
     learner, reference, ref_for = _module_check(
         "GroupedQueryAttention", ("out", "k_cache", "v_cache"), lambda case: (case["cfg"], {"rope": case["rope"]}),
@@ -1536,8 +1540,9 @@ def check_top_p_filter(fn):
     g = torch.Generator().manual_seed(38)
     exact = torch.tensor([[0.5, 0.25, 0.125, 0.125], [0.125, 0.125, 0.25, 0.5]]).log()  # exact binary fractions
     cases = [Case("随机 / random (4, 12), p=0.8", {"logits": _randn(g, 4, 12, scale=2.0)}, {"p": 0.8}),
-             Case("越过 p 的词元 / the token that crosses p, p=0.6", {"logits": exact}, {"p": 0.6}),
-             Case("最大的词元已超过 p / the top token alone exceeds p, p=0.3, B=1", {"logits": exact[:1]}, {"p": 0.3})]
+             Case("越过 p 的 token / the token that crosses p, p=0.6", {"logits": exact}, {"p": 0.6}),
+             Case("最大的 token 已超过 p / the top token alone exceeds p, p=0.3, B=1", {"logits": exact[:1]},
+                  {"p": 0.3})]
     call = lambda f, case, x: _neg_inf_as_min(f(case["logits"].clone(), case["p"]))  # noqa: E731
     learner, reference = _function_check("top_p_filter", ("out",), call, solutions.top_p_filter)
     return _run("top_p_filter", fn, cases, learner, reference)

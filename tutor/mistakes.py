@@ -1225,7 +1225,7 @@ VARIANTS.update({
 # ---------------------------------------------------------------- issue 25: what real public code does
 
 MISTAKES.update({
-    "generate_new_tokens_only": ("只返回了新生成的词元：契约返回提示词加新词元，(B, T0 + max_new_tokens)",
+    "generate_new_tokens_only": ("只返回了新生成的 token：契约返回提示词加新 token，(B, T0 + max_new_tokens)",
                                  "only the new tokens are returned: the contract returns the prompt and the new "
                                  "tokens, (B, T0 + max_new_tokens)"),
     "softmax_fixed_axis": ("softmax 总在一条固定的轴（例如 axis=0，常见的 e_x / e_x.sum(axis=0)）上求和，没有沿 axis："
@@ -1241,14 +1241,14 @@ MISTAKES.update({
                                 "the cache holds the H repeated heads: a GQA cache keeps the G = num_kv_heads "
                                 "key/value heads, (B, G, T, d_k), and repeats them only to attend; that is the memory "
                                 "GQA saves"),
-    "top_p_missing": ("没有做 top-p 过滤（top_p 参数被忽略了）：先 top-k，再在剩下的词元上做 top-p",
+    "top_p_missing": ("没有做 top-p 过滤（top_p 参数被忽略了）：先 top-k，再在剩下的 token 上做 top-p",
                       "no top-p filter (the top_p argument is ignored): top-k first, then top-p on what is left"),
-    "top_k_missing": ("没有做 top-k 过滤（top_k 参数被忽略了）：先 top-k，再在剩下的词元上做 top-p",
+    "top_k_missing": ("没有做 top-k 过滤（top_k 参数被忽略了）：先 top-k，再在剩下的 token 上做 top-p",
                       "no top-k filter (the top_k argument is ignored): top-k first, then top-p on what is left"),
-    "sample_draw_not_contract": ("抽到的词元都在允许的词元里，但抽法与契约不同：契约是每步一次 "
+    "sample_draw_not_contract": ("抽到的 token 都在允许的 token 里，但抽法与契约不同：契约是每步一次 "
                                  "torch.multinomial(probs, 1, generator=generator)，probs 是整个词表按词表顺序"
                                  "（不排序、不截取）的分布，并使用传入的 generator；多次抽样、指数分布技巧"
-                                 "（gpt-fast 的 probs / Exp(1)）或不传 generator 都会抽出别的词元",
+                                 "（gpt-fast 的 probs / Exp(1)）或不传 generator 都会抽出别的 token",
                                  "every drawn token is an allowed one, but the draw is not the contract's: one "
                                  "torch.multinomial(probs, 1, generator=generator) per step, probs over the whole "
                                  "vocabulary in vocabulary order (not sorted, not cut down), with the given generator; "
@@ -1259,8 +1259,8 @@ MISTAKES.update({
                           "the output has no autograd graph (no_grad / inference_mode / detach): gradients cannot "
                           "reach the inputs and parameters, so training learns nothing; do not turn gradients off "
                           "inside forward"),
-    "beam_score_differs": ("束搜索选出的词元对了，分数不对：分数是所选束的对数概率之和（step_fn 给出的对数概率，"
-                           "每步不要再归一化）除以 n ** alpha，n 只数生成的词元（含 EOS，不含前缀）",
+    "beam_score_differs": ("束搜索选出的 token 对了，分数不对：分数是所选束的对数概率之和（step_fn 给出的对数概率，"
+                           "每步不要再归一化）除以 n ** alpha，n 只数生成的 token（含 EOS，不含前缀）",
                            "beam search picks the right tokens but reports another score: the score is the chosen "
                            "beam's sum of log-probabilities (as step_fn gives them, not renormalised at each step) "
                            "divided by n ** alpha, n the generated tokens (EOS included, prefix excluded)"),
@@ -1277,8 +1277,8 @@ MISTAKES.update({
                                     "要对最后一维之外的所有轴求和，x 也可以是 2 维",
                                     "grad_weight and grad_bias are summed over axes (0, 1), right for a (B, T, C) "
                                     "input only: sum over every axis but the last, x may be 2-D too"),
-    "kv_cache_recomputes": ("用了缓存却每步重算：KV 缓存的意义是提示词只喂一次、之后每步只喂一个新词元；"
-                            "下面是实测的每次调用喂入的词元数",
+    "kv_cache_recomputes": ("用了缓存却每步重算：KV 缓存的意义是提示词只喂一次、之后每步只喂一个新 token；"
+                            "下面是实测的每次调用喂入的 token 数",
                             "a cache that recomputes: with a KV cache the prompt is fed once and then one new token "
                             "per step; the tokens fed per call, as measured, follow"),
     "cross_kv_recomputed": ("交叉注意力的键/值每步都重新投影了：memory 不变，W_k(memory)、W_v(memory) "
