@@ -157,6 +157,11 @@ COMPONENTS = (
     # 08 from the Transformer to a GPT (docs/CONTRACT_LLM.md)
     _c("CharTokenizer", "08", "gpt_data", "graded", "character vocabulary: `chars`, `vocab_size`, `encode`, `decode`",
        "text", methods={"encode": "s", "decode": "ids"}, tested_by="tokenizer_round_trip"),
+    _c("load_poems", "08", "gpt_data", "provided",
+       "the corpus's poems; one bilingual line when the file is missing or damaged",
+       "path, sha256='665f376d719cf248303b843d5daedac0b75554455dea27cbcefb93a53d6b93df'"),
+    _c("is_regular_poem", "08", "gpt_data", "provided",
+       "lines of the same length (5 or 7), alternately ending in ，and 。", "poem"),
     _c("next_token_batch", "08", "gpt_data", "provided", "random windows x and their next tokens y",
        "data, block_size, batch_size, generator=None"),
     _c("estimate_loss", "08", "gpt_data", "provided", "mean loss over fixed, seeded batches",

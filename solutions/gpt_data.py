@@ -42,6 +42,41 @@ class CharTokenizer:
         ### END SOLUTION
 
 
+def load_poems(path, sha256="665f376d719cf248303b843d5daedac0b75554455dea27cbcefb93a53d6b93df"):
+    """The poems of the corpus file at ``path``, one string per poem, each ending in ``"\\n"``.
+
+    Raises ``ValueError`` with one bilingual line saying how to restore or regenerate the file when
+    it is missing or its SHA-256 is not ``sha256`` (damaged, truncated, re-encoded, or regenerated
+    without updating this default: tools/make_corpus.py prints the new one).
+    """
+    import hashlib
+    from pathlib import Path
+
+    path = Path(path)
+    data = path.read_bytes() if path.is_file() else None
+    if data is None or hashlib.sha256(data).hexdigest() != sha256:
+        zh, en = ("缺失", "is missing") if data is None else ("已损坏", "is damaged")
+        raise ValueError(f"data/{path.name} {zh}：用 git checkout -- data/{path.name} 恢复，或按 data/README.md 运行 "
+                         f"tools/make_corpus.py 重新生成 / data/{path.name} {en}: restore it with git checkout -- "
+                         f"data/{path.name}, or regenerate it with tools/make_corpus.py (data/README.md)")
+    return data.decode("utf-8").splitlines(keepends=True)
+
+
+def is_regular_poem(poem):
+    """True when ``poem`` (one line of the corpus, ``"\\n"`` optional) is in regular form.
+
+    Regular form: at least 4 lines, every line the same length, 5 or 7 characters without
+    punctuation, the lines ending alternately in "，" and "。" (so the poem ends in "。").
+    """
+    import re
+
+    lines = re.findall(r"([^，。\n]*)([，。])", poem)
+    if "".join(text + mark for text, mark in lines) != poem.rstrip("\n") or len(lines) < 4 or len(lines) % 2:
+        return False
+    return len(lines[0][0]) in (5, 7) and all(
+        len(text) == len(lines[0][0]) and mark == "，。"[i % 2] for i, (text, mark) in enumerate(lines))
+
+
 def next_token_batch(data, block_size, batch_size, generator=None):
     """``batch_size`` random windows of ``data`` (a 1-D LongTensor) as next-token pairs.
 

@@ -640,11 +640,13 @@ def plot_gpt_block(title="One decoder-only block (Pre-LN, as in Llama)"):
     return fig
 
 
-def plot_lm_training(losses, evals, baseline=None, title="Character-level GPT: next-token loss"):
+def plot_lm_training(losses, evals, baseline=None, baseline_label="uniform guess ln V",
+                     title="Character-level GPT: next-token loss"):
     """Training loss per step and the periodic (step, train, validation) estimates.
 
     ``losses``: one loss per step; ``evals``: ``(step, train_loss, val_loss)`` triples;
-    ``baseline``: a loss drawn dashed (e.g. ln V, uniform guessing). Returns the Figure.
+    ``baseline``: a loss drawn dashed, named ``baseline_label`` in the legend (e.g. ln V, uniform
+    guessing, or the unigram loss on the validation split). Returns the Figure.
     """
     losses = np.asarray(losses, dtype=float)
     if losses.ndim != 1 or losses.size == 0:
@@ -656,7 +658,7 @@ def plot_lm_training(losses, evals, baseline=None, title="Character-level GPT: n
         ax.plot(ev[:, 0], ev[:, 1], "o-", color="tab:blue", ms=3, label="train (fixed windows)")
         ax.plot(ev[:, 0], ev[:, 2], "s-", color="tab:orange", ms=3, label="validation (held-out poems)")
     if baseline is not None:
-        ax.axhline(baseline, color="gray", ls="--", lw=0.8, label=f"uniform guess ln V = {baseline:.2f}")
+        ax.axhline(baseline, color="gray", ls="--", lw=0.8, label=f"{baseline_label} = {baseline:.2f}")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats per character)")
     ax.set_title(title)
