@@ -80,7 +80,7 @@ DATA = Path(tutor.__file__).resolve().parents[1] / "data"  # the course's data/ 
 # 出处、清洗规则和重新生成的方法见 `data/README.md`。运行时不下载任何东西。
 #
 # 出现不到 10 次的生僻字（约 2,600 个，占正文字数的 0.6 %）在文件里统一换成了 `□`（古籍整理里表示“此处有字、无法给出”的符号）：
-# 它就是本章的**未知词元（unknown token, `<unk>`）**。这样词表从 6,289 个字降到 3,715 个，输出层小了四成；
+# 它就是本章的**未知 token（unknown token, `<unk>`）**。这样词表从 6,289 个字降到 3,715 个，输出层小了四成；
 # 模型也不必去学只见过几次的字。
 #
 # 语言模型读的是 token id。最简单的**分词器（tokenizer）**是**字符级（character-level）**的：每个不同的字符是一个 token。
