@@ -347,7 +347,8 @@ def build_notebook(name, edition):
         cell_meta["nbgrader"] = nbg
         out.append(nbformat.v4.new_code_cell(body, id=grade_id, metadata=cell_meta))
     if any(c.metadata["nbgrader"]["grade"] for c in out if c.cell_type == "code"):
-        out[0].source += HAND_IN.format(name=name)
+        header = next(c for c in out if c.cell_type == "markdown")
+        header.source += HAND_IN.format(name=name)
     nb = nbformat.v4.new_notebook(cells=out, metadata=copy.deepcopy(NOTEBOOK_METADATA))
     nb.nbformat_minor = 5
     return nb
