@@ -57,12 +57,17 @@ def forkserver_for_this_process():
 
 def set_limits(memory_mb, cpu_seconds):
     """Cap this process (and what it ``exec``s): address space in MiB, CPU time in seconds; 0 = none."""
+    caps = []
     if memory_mb:
-        limit = memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        caps.append((resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20)))
     if cpu_seconds:
         # The soft limit sends SIGXCPU (the kernel dies); the hard limit, a little later, SIGKILL.
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+        caps.append((resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5)))
+    for which, limit in caps:
+        try:
+            resource.setrlimit(which, limit)
+        except (ValueError, OSError):  # a system that refuses this limit (macOS and RLIMIT_AS): the kernel runs
+            pass
 
 
 class LimitedKernelManager(AsyncKernelManager):
