@@ -22,7 +22,6 @@ would otherwise race to create the student), skips assignments with no graded ce
 every task, then checks the gradebook: every graded cell of every submission has a score.
 """
 import argparse
-import ctypes
 import json
 import os
 import signal
@@ -31,19 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-from grader.limits import forkserver_for_this_process
+from grader.limits import die_with_parent, forkserver_for_this_process
 
 COURSE = Path.cwd()
 STATE = "cluster"  # the running cluster's files, under the course directory (git-ignored)
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    """preexec_fn: the grading process gets SIGKILL when the worker that started it dies (Linux)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:  # not Linux: the task is still retried, the orphan finishes on its own
-        pass
 
 
 def autograde_one(course, assignment, student, db_url):
@@ -56,7 +46,7 @@ def autograde_one(course, assignment, student, db_url):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     proc = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student,
                            "--force"], cwd=course, env=env, capture_output=True, text=True,
-                          preexec_fn=_die_with_parent)
+                          preexec_fn=die_with_parent)
     return assignment, student, proc.returncode, (proc.stdout + proc.stderr)[-2000:]
 
 

@@ -45,6 +45,14 @@ def launcher_command(kernel_cmd, memory_mb, cpu_seconds, server=None):
             *fork, "--", *kernel_cmd, f"--IPKernelApp.extensions={EXTENSION}"]
 
 
+def die_with_parent():
+    """This process gets SIGKILL when the process that started it dies (Linux; elsewhere nothing)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def forkserver_for_this_process():
     """The fork server kernels of this process use: ``GRADER_FORKSERVER``'s, or one started now (it
     lives as long as this process). None where fork servers do not work (not Linux)."""
@@ -120,10 +128,7 @@ def main(argv=None):
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command after --")
-    try:  # die with the grader that started this kernel, as ipykernel's own parent poller would
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+    die_with_parent()  # with the grader that started this kernel, as ipykernel's own parent poller would
     if args.forkserver and forkserver.launch(args.forkserver, command, args.memory_mb, args.cpu_s):
         return
     set_limits(args.memory_mb, args.cpu_s)

@@ -7,10 +7,7 @@ Skips where the PostgreSQL server programs (Debian: ``apt-get install postgresql
 """
 import glob
 import importlib.util
-import os
 import shutil
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,18 +31,9 @@ if importlib.util.find_spec("psycopg") is None:
 
 @pytest.fixture(scope="module")
 def db_url():
-    """A private server in a short, world-readable temporary folder (as root the server runs as
-    ``postgres``, which must reach it; the socket path must stay short)."""
-    folder = tempfile.mkdtemp(prefix="pg", dir="/tmp")
-    os.chmod(folder, 0o755)
-    env = dict(os.environ, POSTGRES_DIR=folder)
-    script = str(ROOT / "tools" / "postgres.sh")
-    subprocess.run([script, "start"], env=env, check=True, capture_output=True)
-    try:
-        yield subprocess.run([script, "url"], env=env, check=True, capture_output=True, text=True).stdout.strip()
-    finally:
-        subprocess.run([script, "stop"], env=env, capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
+    """A private server of its own (``tools.simulate_class.private_postgres``)."""
+    with sim.private_postgres() as url:
+        yield url
 
 
 def test_parallel_autograde_into_one_postgresql_gradebook(db_url, tmp_path, monkeypatch):
