@@ -62,6 +62,14 @@ def _exit_with(pid):
         time.sleep(0.2)
 
 
+def listen(path):
+    """A unix socket listening on ``path``."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    return listener
+
+
 def _become_kernel(request, fds):
     """In the forked child: take the launcher's streams, environment and limits, run the kernel."""
     from grader.limits import set_limits
@@ -96,9 +104,7 @@ class Server:
         for module in PRELOAD:
             __import__(module)
         signal.signal(signal.SIGCHLD, self._reap)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(self.path)
-        listener.listen(16)
+        listener = listen(self.path)
         threading.Thread(target=_exit_with, args=(self.parent,), daemon=True).start()
         while True:
             try:

@@ -1,0 +1,120 @@
+"""Autograde tasks forked from a warm process, so no task pays for importing nbgrader again.
+
+A cluster task is one ``nbgrader autograde <assignment> --student <id> --force``. Started as a new
+Python process, it spends about 4 s importing nbgrader (nbformat's JSON-schema validation alone
+builds some 35 parsers on import) before it grades anything, while grading one notebook takes 1 to
+10 s. A *task server* imports nbgrader once per worker and forks a child per task: the child runs
+nbgrader's command line in the task's directory and environment, in a fresh process with nothing
+of another task in it (the server runs no course code and no learner code).
+
+- ``Server`` (``python -m grader.taskserver <socket> <parent pid>``): preloads nbgrader, listens
+  on a unix socket, forks a child per request, and reports the child's exit code on the request's
+  connection. It exits with the process that started it (a cluster worker).
+- ``run`` (in the task): sends the command line, directory, environment and a log file, and waits
+  for the exit code. The child exits when the task's process is gone (a worker killed mid-task
+  leaves no grading behind, as a child process of the worker would not).
+
+Linux only; elsewhere ``grader.cluster`` starts ``nbgrader`` as a new process.
+"""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from grader.forkserver import _exit_with, _receive, _send, listen
+
+PRELOAD = ("nbgrader.apps.nbgraderapp", "grader.hardening", "grader.execution", "sqlalchemy", "psycopg")
+
+
+def _run_nbgrader(request, fds):
+    """In the forked child: the request's log file as stdout/stderr, its directory and environment,
+    then nbgrader's command line; exits with nbgrader's exit code."""
+    os.dup2(fds[0], 1)
+    os.dup2(fds[0], 2)
+    os.close(fds[0])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    threading.Thread(target=_exit_with, args=(request["client"],), daemon=True).start()
+    sys.argv = ["nbgrader", *request["args"]]
+    from nbgrader.apps.nbgraderapp import main
+
+    code = 0
+    try:
+        main()
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the child's last word goes to its log, like an uncaught error would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class Server:
+    """The warm process: preload nbgrader, then fork a child for each request on ``path``."""
+
+    def __init__(self, path, parent):
+        self.path, self.parent = path, parent
+
+    def serve(self):
+        for module in PRELOAD:
+            try:
+                __import__(module)
+            except ImportError:  # psycopg is an extra: without it the gradebook is not PostgreSQL anyway
+                pass
+        listener = listen(self.path)
+        threading.Thread(target=_exit_with, args=(self.parent,), daemon=True).start()
+        while True:
+            conn, _ = listener.accept()
+            request, fds = _receive(conn)
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                conn.close()
+                _run_nbgrader(request, fds)
+            for fd in fds:
+                os.close(fd)
+            threading.Thread(target=self._report, args=(conn, pid), daemon=True).start()
+
+    @staticmethod
+    def _report(conn, pid):
+        """Wait for child ``pid``; send its exit code on ``conn``."""
+        _, status = os.waitpid(pid, 0)
+        with conn:
+            try:
+                _send(conn, {"code": os.waitstatus_to_exitcode(status)})
+            except OSError:  # the task is gone (its worker died); its child has exited with it
+                pass
+
+
+def start_server(folder):
+    """Start a server for this process (it exits with it); returns its socket path."""
+    path = os.path.join(folder, f"taskserver-{os.getpid()}.sock")
+    subprocess.Popen([sys.executable, "-m", "grader.taskserver", path, str(os.getpid())],
+                     stdin=subprocess.DEVNULL, start_new_session=True)
+    for _ in range(1200):  # the preload takes a few seconds
+        if os.path.exists(path):
+            return path
+        time.sleep(0.05)
+    raise RuntimeError(f"the task server did not start ({path})")
+
+
+def run(path, args, cwd, env, log_path):
+    """Run ``nbgrader *args`` in ``cwd`` with ``env`` on the server at ``path``, its output written
+    to ``log_path``; returns nbgrader's exit code."""
+    import socket
+
+    with open(log_path, "wb") as log, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        _send(sock, {"args": list(args), "cwd": str(cwd), "env": dict(env), "client": os.getpid()},
+              fds=(log.fileno(),))
+        return _receive(sock)[0]["code"]
+
+
+if __name__ == "__main__":
+    Server(sys.argv[1], int(sys.argv[2])).serve()
