@@ -2,7 +2,6 @@
 English in lessons/en/NN_topic.po, and notebooks/en/ and solutions/answer_keys/en/ are the Chinese editions
 with that English: the same code cells, cell ids and outputs. (That notebooks/en/ is byte for byte what the
 build makes is tests/test_build.py's comparison of every file under notebooks/.)"""
-import nbformat
 import polib
 import pytest
 
@@ -18,7 +17,8 @@ def test_every_markdown_cell_has_current_english(name):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_english_notebook_has_the_same_code_cells_and_ids(name):
-    chinese, english = read_nb(ROOT / "notebooks" / f"{name}.ipynb"), read_nb(ROOT / "notebooks" / "en" / f"{name}.ipynb")
+    chinese = read_nb(ROOT / "notebooks" / f"{name}.ipynb")
+    english = read_nb(ROOT / "notebooks" / "en" / f"{name}.ipynb")
     assert [(c.id, c.cell_type) for c in english.cells] == [(c.id, c.cell_type) for c in chinese.cells]
     for zh, en in zip(chinese.cells, english.cells):
         assert en.metadata == zh.metadata, f"{name}: cell {en.id} metadata"

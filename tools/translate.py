@@ -105,8 +105,9 @@ def problems(name):
         elif chinese_outside_code(entry.msgstr):
             found.append(f"{where}: its English still holds Chinese {chinese_outside_code(entry.msgstr)[:20]!r} "
                          f"outside code: translate it in lessons/en/{name}.po")
-    found += [f"lessons/en/{name}.po: the entry {e.msgid.split(chr(10))[0][:60]!r} matches no markdown cell of the "
-              f"lesson: run `.venv/bin/python -m tools.translate update {name}` (it keeps it as obsolete)" for e in stale]
+    found += [f"lessons/en/{name}.po: the entry {e.msgid.split(chr(10))[0][:60]!r} matches no markdown cell of "
+              f"the lesson: run `.venv/bin/python -m tools.translate update {name}` (it keeps it as obsolete)"
+              for e in stale]
     return found
 
 
