@@ -40,6 +40,7 @@ def test_english_answer_key_is_the_answer_key_in_english(name):
 def test_english_editions_hold_only_lessons():
     for folder in (ROOT / "notebooks" / "en", ROOT / "solutions" / "answer_keys" / "en"):
         assert sorted(p.stem for p in folder.glob("*.ipynb")) == LESSONS, folder.relative_to(ROOT)
+    assert not translate.orphans(), "a catalogue without a lesson: run `.venv/bin/python -m tools.translate update`"
 
 
 LESSON = '''# %% [markdown]
@@ -117,3 +118,17 @@ def test_an_inserted_cell_shifts_no_translation(lesson):
     assert len(found) == 1 and "markdown cell 1 ('前言。') has no English" in found[0], found
     assert translate.update("98_toy") == 0
     assert polib.pofile(str(lesson / "en" / "98_toy.po")).percent_translated() == 66
+
+
+def test_a_renamed_or_split_lesson_takes_its_english_along(lesson, capsys):
+    """The other catalogues are a compendium: cells that move to another lesson keep their English
+    (changed ones as fuzzy), and `update` of every lesson deletes the catalogue of a lesson that is gone."""
+    text = (lesson / "98_toy.py").read_text(encoding="utf-8")
+    (lesson / "98_toy.py").unlink()
+    (lesson / "97_moved.py").write_text(text.replace("# 98 标题", "# 97 标题"), encoding="utf-8")
+    assert [p.name for p in translate.orphans()] == ["98_toy.po"]
+    translate.main(["update"])
+    assert "98_toy.po: deleted" in capsys.readouterr().out and not translate.orphans()
+    entries = list(polib.pofile(str(lesson / "en" / "97_moved.po")))
+    assert [(e.msgstr, e.fuzzy) for e in entries] == [("# 98 Title\n\nThe first paragraph.", True),
+                                                      ("Second: `True` = may attend.", False)]

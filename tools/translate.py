@@ -9,11 +9,14 @@ catalogues; any PO editor (Poedit, Lokalize, Weblate, a text editor) edits them.
     .venv/bin/python -m tools.translate update [NN_topic ...]   # catalogues follow the lessons
     .venv/bin/python -m tools.translate check [NN_topic ...]    # what has no current English (exit 1)
 
-``update`` adds an empty entry for each new Chinese cell. A cell whose Chinese changed gets the
-English of the old text marked ``fuzzy``, with the old Chinese as ``#| msgid`` so that the change is
-visible; gettext (and the build) use no fuzzy entry. Revise the English, delete the ``fuzzy`` flag
-and the ``#| msgid`` lines, then ``make build``. An entry no cell uses any more is kept as obsolete
-(``#~``) and comes back if its cell does.
+``update`` adds an entry for each new Chinese cell. A cell whose Chinese changed gets the English of
+the old text marked ``fuzzy``, with the old Chinese as ``#| msgid`` so that the change is visible;
+gettext (and the build) use no fuzzy entry. Revise the English, delete the ``fuzzy`` flag and the
+``#| msgid`` lines, then ``make build``. An entry no cell uses any more is kept as obsolete (``#~``)
+and comes back if its cell does. The other catalogues serve as a compendium (as for ``msgmerge
+--compendium``): a cell moved to another lesson (a chapter split or renamed) takes its English along,
+unchanged text as translated, changed text as fuzzy. ``update`` of every lesson then deletes the
+catalogues whose lesson is gone.
 """
 import argparse
 import difflib
@@ -49,20 +52,32 @@ def _similar(entries, text):
     return entries[best] if score >= SIMILAR else None
 
 
+def compendium(name):
+    """The translated entries of every other catalogue in lessons/en/ (lessons gone included)."""
+    return [e for file in sorted(build.CATALOGUES.glob("*.po")) if file.stem != name
+            for e in polib.pofile(str(file), wrapwidth=WRAP) if e.translated()]
+
+
 def update(name):
     """Bring lessons/en/<name>.po in step with the lesson; returns how many entries became fuzzy."""
     old, cells = load(name), list(dict.fromkeys(build.markdown_sources(name)))
     by_text = {e.msgid: e for e in old}
     unused = [e for e in old if e.msgid not in set(cells) and e.msgstr]  # changed or deleted cells
+    others = None  # read only when a cell is not in this catalogue
     catalogue = polib.POFile(wrapwidth=WRAP)
     catalogue.metadata = dict(HEADER)
     fuzzy = 0
     for text in cells:
         entry = by_text.get(text)
         if entry is None:
-            entry, previous = polib.POEntry(msgid=text, msgstr=""), _similar(unused, text)
+            others = compendium(name) if others is None else others
+            same = next((e for e in others if e.msgid == text), None)
+            entry, previous = polib.POEntry(msgid=text, msgstr=same.msgstr if same else ""), None
+            if same is None:
+                previous = _similar(unused, text) or _similar(others, text)
             if previous is not None:
-                unused.remove(previous)
+                if previous in unused:
+                    unused.remove(previous)
                 entry.msgstr, entry.flags = previous.msgstr, ["fuzzy"]
                 entry.previous_msgid = previous.previous_msgid or previous.msgid
                 fuzzy += 1
@@ -74,6 +89,11 @@ def update(name):
     build.CATALOGUES.mkdir(exist_ok=True)
     catalogue.save(str(path(name)))
     return fuzzy
+
+
+def orphans():
+    """Catalogues in lessons/en/ whose lesson no longer exists."""
+    return [f for f in sorted(build.CATALOGUES.glob("*.po")) if f.stem not in build.lesson_names()]
 
 
 def chinese_outside_code(text):
@@ -126,8 +146,13 @@ def main(argv=None):
             fuzzy = update(name)
             print(f"lessons/en/{name}.po: {len(build.markdown_sources(name))} cells"
                   + (f", {fuzzy} marked fuzzy (their Chinese changed)" if fuzzy else ""))
+        for file in [] if args.names else orphans():
+            file.unlink()
+            print(f"lessons/en/{file.name}: deleted, its lesson is gone (its English was offered to the others)")
         return
-    found = [line for name in names for line in problems(name)]
+    found = [f"lessons/en/{f.name}: no lesson lessons/{f.stem}.py: run `.venv/bin/python -m tools.translate update`, "
+             f"which gives its English to the lessons that took its cells and deletes it" for f in orphans()]
+    found += [line for name in names for line in problems(name)]
     print("\n".join(found) or f"every markdown cell of {len(names)} lessons has current English")
     sys.exit(1 if found else 0)
 
