@@ -34,6 +34,20 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 PORT ?= 8888
 LAB_ARGS ?=
 
+# The course language: `make lab COURSE_LANG=en` opens the English edition (notebooks/en/, copied
+# into workspace/en/; the Chinese workspace/ is left as it is). `make lab LANG=en` says the same when
+# LANG is given on the command line; the LANG of the environment (a locale such as en_US.UTF-8) never
+# chooses the course language, and a LANG given here is not passed on to Jupyter as a locale.
+ifeq ($(origin LANG),command line)
+COURSE_LANG ?= $(LANG)
+unexport LANG
+endif
+COURSE_LANG ?= zh
+CHECK_LANG := case "$(COURSE_LANG)" in zh|en) ;; *) echo "COURSE_LANG 只能是 zh 或 en / COURSE_LANG must be zh or en, got '$(COURSE_LANG)'"; exit 2;; esac
+EDITION := $(if $(filter en,$(COURSE_LANG)),/en)
+NOTEBOOK_DIR := notebooks$(EDITION)
+WORKSPACE := workspace$(EDITION)
+
 # The server is rooted at the repository (formgrader's links to source/ and release/ work) and
 # opens the learner's workspace/. The venv's bin goes first on PATH for every process the server
 # starts: kernels, and `alembic`, which nbgrader runs to create gradebook.db. JUPYTER_CONFIG_PATH
@@ -41,26 +55,30 @@ LAB_ARGS ?=
 lab: $(STAMP) workspace
 	PATH="$(abspath $(VENV))/bin:$$PATH" JUPYTER_CONFIG_PATH="$(abspath jupyter)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	  $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
-	  --LabApp.default_url=/lab/tree/workspace --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
+	  --LabApp.default_url=/lab/tree/$(WORKSPACE) --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
 
 # The learner's working copies (git-ignored): each self-study notebook is copied once; a file that
 # is already there is never overwritten, so `git pull` + `make lab` only adds new chapters.
+# The English edition has its own folder, workspace/en/.
 workspace:
-	@mkdir -p workspace
-	@for nb in notebooks/*.ipynb; do \
+	@$(CHECK_LANG)
+	@mkdir -p $(WORKSPACE)
+	@for nb in $(NOTEBOOK_DIR)/*.ipynb; do \
 	  name=$${nb##*/}; \
-	  if [ ! -e "workspace/$$name" ]; then cp "$$nb" "workspace/$$name" && echo "workspace/$$name: 新章节 / new chapter"; fi; \
+	  if [ ! -e "$(WORKSPACE)/$$name" ]; then cp "$$nb" "$(WORKSPACE)/$$name" && echo "$(WORKSPACE)/$$name: 新章节 / new chapter"; fi; \
 	done
 
-# Start one chapter afresh: `make reset CHAPTER=01_attention` (the old copy goes to workspace/backup/).
+# Start one chapter afresh: `make reset CHAPTER=01_attention` (the old copy goes to workspace/backup/;
+# with COURSE_LANG=en, the English copy, kept in workspace/en/backup/).
 reset:
-	@test -f "notebooks/$(CHAPTER).ipynb" || { echo "用法 / usage: make reset CHAPTER=01_attention (one of: $(basename $(notdir $(wildcard notebooks/*.ipynb))))"; exit 2; }
-	@mkdir -p workspace/backup
-	@if [ -e "workspace/$(CHAPTER).ipynb" ]; then \
-	  backup="workspace/backup/$(CHAPTER)-$$(date +%Y%m%d-%H%M%S).ipynb"; mv "workspace/$(CHAPTER).ipynb" "$$backup"; \
+	@$(CHECK_LANG)
+	@test -f "$(NOTEBOOK_DIR)/$(CHAPTER).ipynb" || { echo "用法 / usage: make reset CHAPTER=01_attention (one of: $(basename $(notdir $(wildcard $(NOTEBOOK_DIR)/*.ipynb))))"; exit 2; }
+	@mkdir -p $(WORKSPACE)/backup
+	@if [ -e "$(WORKSPACE)/$(CHAPTER).ipynb" ]; then \
+	  backup="$(WORKSPACE)/backup/$(CHAPTER)-$$(date +%Y%m%d-%H%M%S).ipynb"; mv "$(WORKSPACE)/$(CHAPTER).ipynb" "$$backup"; \
 	  echo "旧版本保存在 / old copy kept as $$backup"; \
 	fi
-	@cp "notebooks/$(CHAPTER).ipynb" "workspace/$(CHAPTER).ipynb" && echo "workspace/$(CHAPTER).ipynb: 已重置 / reset"
+	@cp "$(NOTEBOOK_DIR)/$(CHAPTER).ipynb" "$(WORKSPACE)/$(CHAPTER).ipynb" && echo "$(WORKSPACE)/$(CHAPTER).ipynb: 已重置 / reset"
 
 # One worker per CPU; each test file stays on one worker (the nbgrader course and the simulated
 # class are module-scoped fixtures). `.venv/bin/python -m pytest tests/x.py` runs serially.

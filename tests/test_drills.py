@@ -135,6 +135,13 @@ def test_nothing_is_written_outside_the_workspace(monkeypatch, tmp_path):
     (tmp_path / "workspace").mkdir()
     monkeypatch.chdir(tmp_path / "workspace")
     assert drills.progress_path() == tmp_path / "workspace" / drills.PROGRESS_FILE
+    (tmp_path / "workspace" / "en").mkdir()
+    monkeypatch.chdir(tmp_path / "workspace" / "en")  # the English edition (make lab COURSE_LANG=en)
+    assert drills.progress_path() == tmp_path / "workspace" / "en" / drills.PROGRESS_FILE
+    (tmp_path / "en").mkdir()
+    monkeypatch.chdir(tmp_path / "en")
+    assert drills.progress_path() is None
+    monkeypatch.chdir(tmp_path / "workspace")
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert drills.progress_path() is None
 
@@ -191,3 +198,17 @@ def test_mock_interview_draws_one_drill_per_difficulty_tier(tmp_path):
         minutes = [d.minutes for d in drills.DRILLS if "impl_" + "_".join(d.objects) in blanks]
         tiers = sorted(next(i for i, (lo, hi) in enumerate(drills.TIERS) if lo <= m <= hi) for m in minutes)
         assert tiers == [0, 1, 2], f"seed {seed}: one easy, one medium, one hard drill, got minutes {minutes}"
+
+
+def test_the_english_edition_groups_the_same_drills(monkeypatch, tmp_path):
+    """In workspace/en/ (make lab COURSE_LANG=en) resets and mock interviews read notebooks/en/, whose drill
+    headers are English: the same drills, the same cells."""
+    chinese = nbformat.read(str(drills.pristine_notebook_path()), as_version=4)
+    (tmp_path / "workspace" / "en").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "workspace" / "en")
+    path = drills.pristine_notebook_path()
+    assert path.parent.name == "en"
+    english = nbformat.read(str(path), as_version=4)
+    assert drills._groups(english) == drills._groups(chinese) and len(drills._groups(english)) == len(drills.DRILLS)
+    mock = nbformat.read(str(drills.mock_interview(3, seed=0, folder=tmp_path)), as_version=4)
+    assert any(c.source.startswith("## Drill ") for c in mock.cells if c.cell_type == "markdown")

@@ -26,7 +26,8 @@ FORBIDDEN_IN_CODE = [
 
 
 def learner_notebooks(name):
-    return {"release": ROOT / "release" / name / f"{name}.ipynb", "notebooks": ROOT / "notebooks" / f"{name}.ipynb"}
+    return {"release": ROOT / "release" / name / f"{name}.ipynb", "notebooks": ROOT / "notebooks" / f"{name}.ipynb",
+            "notebooks/en": ROOT / "notebooks" / "en" / f"{name}.ipynb"}
 
 
 def exercise_names(name):
@@ -103,7 +104,7 @@ def test_learner_folders_hold_only_learner_notebooks():
 
 
 @pytest.mark.parametrize("name", LESSONS)
-@pytest.mark.parametrize("edition", ["release", "notebooks"])
+@pytest.mark.parametrize("edition", ["release", "notebooks", "notebooks/en"])
 def test_no_solution_hidden_test_or_answer_in_learner_notebooks(name, edition):
     path = learner_notebooks(name)[edition]
     nb = read_nb(path)

@@ -6,6 +6,10 @@
       -> notebooks/NN_topic.ipynb            (self-study edition: stubs + visible checks)
       -> solutions/answer_keys/NN_topic.ipynb (self-study notebook with the solutions in place,
                                                 executed, outputs sanitised)
+    lessons/en/NN_topic.po                   (the English of every markdown cell, tools/translate.py)
+      -> notebooks/en/NN_topic.ipynb         (the English self-study edition: the same code cells and
+                                                cell ids, English markdown)
+      -> solutions/answer_keys/en/NN_topic.ipynb (the answer key's cells and outputs, English markdown)
 
 Usage (from anywhere; paths are resolved from the repository root):
 
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+import polib
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbgrader.preprocessors import ClearOutput, ClearSolutions
@@ -44,6 +49,8 @@ SOURCE = ROOT / "source"
 RELEASE = ROOT / "release"
 NOTEBOOKS = ROOT / "notebooks"
 ANSWER_KEYS = ROOT / "solutions" / "answer_keys"
+CATALOGUES = LESSONS / "en"  # gettext catalogues: the English of each lesson's markdown cells
+EN = "en"  # the English edition's folder in notebooks/ and solutions/answer_keys/
 NBGRADER_CONFIG = ROOT / "nbgrader_config.py"
 SANITIZE_FILE = ROOT / "tools" / "nbval_sanitize.cfg"
 CONTRACT_DOC = ROOT / "docs" / "CONTRACT.md"
@@ -64,6 +71,9 @@ EXECUTE_TIMEOUT = 900  # seconds per cell when executing an answer key (chapter 
 HAND_IN = ("\n\n> **交作业（hand in）**：如果课程用 nbgrader 评分，交回这个笔记本文件本身 `{name}.ipynb`"
            "（浏览器下载时自动改成的 `{name} (1).ipynb` 之类也能认出）；"
            "`make lab` 打开的 `workspace/` 里那份也可以直接交。")
+HAND_IN_EN = ("\n\n> **Hand in**: if your course is graded with nbgrader, hand in this notebook file itself, "
+              "`{name}.ipynb` (a copy your browser renamed on download, such as `{name} (1).ipynb`, is recognised "
+              "too); the copy in `workspace/en/` that `make lab COURSE_LANG=en` opens can be handed in as it is.")
 VOLATILE_MIME = ("image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json")
 
 
@@ -290,9 +300,26 @@ def read_lesson(name):
     return cells
 
 
-def build_notebook(name, edition):
-    """The source (``edition="source"``) or self-study (``"selfstudy"``) notebook, solutions in place."""
+def markdown_sources(name):
+    """The Chinese text of each markdown cell of the lesson, in order, as the build writes it: the keys
+    (msgid) of its English catalogue."""
+    return [c.source.strip("\n") for c in read_lesson(name) if c.cell_type == "markdown"]
+
+
+def english(name):
+    """{Chinese markdown cell: its English} from lessons/en/<name>.po: the translated entries that are
+    neither fuzzy nor obsolete (gettext's rule: a fuzzy entry is not used)."""
+    path = CATALOGUES / f"{name}.po"
+    if not path.exists():
+        return {}
+    return {e.msgid: e.msgstr for e in polib.pofile(str(path)) if e.translated()}
+
+
+def build_notebook(name, edition, lang="zh"):
+    """The source (``edition="source"``) or self-study (``"selfstudy"``) notebook, solutions in place;
+    ``lang="en"``: each markdown cell's English from its catalogue (the Chinese where it has none)."""
     cells = read_lesson(name)
+    translations = english(name) if lang == EN else {}
     number = name.split("_")[0]
     out, seen_ids, setup_done = [], set(), False
     for cell in cells:
@@ -304,7 +331,7 @@ def build_notebook(name, edition):
         position = len(out)
         locked_id = f"{number}_cell_{position}"
         if cell.cell_type == "markdown":
-            nb_cell = nbformat.v4.new_markdown_cell(body, id=locked_id)
+            nb_cell = nbformat.v4.new_markdown_cell(translations.get(body, body), id=locked_id)
             nb_cell.metadata["nbgrader"] = nbgrader_meta(locked_id, locked=True)
             out.append(nb_cell)
             continue
@@ -348,7 +375,7 @@ def build_notebook(name, edition):
         out.append(nbformat.v4.new_code_cell(body, id=grade_id, metadata=cell_meta))
     if any(c.metadata["nbgrader"]["grade"] for c in out if c.cell_type == "code"):
         header = next(c for c in out if c.cell_type == "markdown")
-        header.source += HAND_IN.format(name=name)
+        header.source += (HAND_IN_EN if lang == EN else HAND_IN).format(name=name)
     nb = nbformat.v4.new_notebook(cells=out, metadata=copy.deepcopy(NOTEBOOK_METADATA))
     nb.nbformat_minor = 5
     return nb
@@ -377,10 +404,24 @@ def to_selfstudy(nb):
     return lock_for_jupyterlab(nb)
 
 
-def answer_key_notebook(name):
+def answer_key_notebook(name, lang="zh"):
     """The self-study notebook with the reference solutions in place (not executed): what a
     learner's notebook shows once every exercise is solved."""
-    return lock_for_jupyterlab(build_notebook(name, "selfstudy"))
+    return lock_for_jupyterlab(build_notebook(name, "selfstudy", lang))
+
+
+def english_answer_key(name):
+    """The English answer key: solutions/answer_keys/<name>.ipynb (cells, outputs) with each markdown
+    cell in English, matched by cell id. None while that answer key does not exist."""
+    path = ANSWER_KEYS / f"{name}.ipynb"
+    if not path.exists():
+        return None
+    key = nbformat.read(str(path), as_version=4)
+    text = {c.id: c.source for c in answer_key_notebook(name, EN).cells if c.cell_type == "markdown"}
+    for cell in key.cells:
+        if cell.cell_type == "markdown" and cell.id in text:
+            cell.source = text[cell.id]
+    return key
 
 
 def write_notebook(nb, path):
@@ -470,17 +511,28 @@ def remove_stale(names):
         for path in folder.iterdir() if folder.exists() else []:
             if path.is_dir() and LESSON_NAME.match(path.name) and path.name not in keep:
                 shutil.rmtree(path)
-    for folder in (NOTEBOOKS, ANSWER_KEYS):
+    for folder in (NOTEBOOKS, ANSWER_KEYS, NOTEBOOKS / EN, ANSWER_KEYS / EN):
         for path in folder.glob("*.ipynb") if folder.exists() else []:
             if path.stem not in keep:
                 path.unlink()
 
 
 def build_editions(name):
-    """source/ and notebooks/ for one lesson; returns the answer key to execute."""
+    """source/, notebooks/ and notebooks/en/ for one lesson; returns the answer key to execute."""
     write_notebook(build_notebook(name, "source"), SOURCE / name / f"{name}.ipynb")
     write_notebook(to_selfstudy(build_notebook(name, "selfstudy")), NOTEBOOKS / f"{name}.ipynb")
+    write_notebook(to_selfstudy(build_notebook(name, "selfstudy", EN)), NOTEBOOKS / EN / f"{name}.ipynb")
+    untranslated = len(set(markdown_sources(name)) - set(english(name)))
+    if untranslated:
+        print(f"notebooks/{EN}/{name}.ipynb: {untranslated} markdown cells have no current English and stay in "
+              f"Chinese; `.venv/bin/python -m tools.translate check {name}` names them", file=sys.stderr, flush=True)
     return answer_key_notebook(name)
+
+
+def write_english_answer_key(name):
+    key = english_answer_key(name)
+    if key is not None:
+        write_notebook(key, ANSWER_KEYS / EN / f"{name}.ipynb")
 
 
 def contract_doc():
@@ -535,6 +587,8 @@ def main(argv=None):
     print(f"built source/, release/, notebooks/ for {', '.join(names)} in {time.perf_counter() - start:.1f} s",
           flush=True)
     if args.no_execute:
+        for name in names:  # from the answer keys as they are
+            write_english_answer_key(name)
         if broken:
             sys.exit(f"not built: {', '.join(broken)}")
         return
@@ -547,6 +601,7 @@ def main(argv=None):
             print(f"FAILED to execute {name} (its answer key is left as it was):\n{exc}", file=sys.stderr, flush=True)
             continue
         write_notebook(answer_key, ANSWER_KEYS / f"{name}.ipynb")
+        write_english_answer_key(name)
         print(f"executed solutions/answer_keys/{name}.ipynb in {seconds:.1f} s", flush=True)
     if failed or broken:
         sys.exit(f"not built: {', '.join(broken) or '-'}; answer keys failed to execute: {', '.join(failed) or '-'}")

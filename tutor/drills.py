@@ -11,8 +11,10 @@ reset and mock interviews. Learner-side: never imports ``solutions`` until a rev
     mock_interview()                 # workspace/mock_interview_<time>.ipynb: 3 drills, easy/medium/hard
 
 Progress (which drills passed, attempts, best time) is kept in ``drills_progress.json`` next to the
-notebook when it runs in the learner's ``workspace/`` (``make lab``), or in the file that the
-environment variable ``DRILLS_PROGRESS`` names; elsewhere (``notebooks/``, nbgrader) nothing is written.
+notebook when it runs in the learner's ``workspace/`` or ``workspace/en/`` (``make lab``), or in the file
+that the environment variable ``DRILLS_PROGRESS`` names; elsewhere (``notebooks/``, nbgrader) nothing is
+written. In ``workspace/en/`` (the English edition) resets and mock interviews take their cells from
+``notebooks/en/``.
 """
 import ast
 import copy
@@ -34,7 +36,8 @@ LESSON = "09_drills"
 PROGRESS_FILE = "drills_progress.json"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 WORKSPACE = "workspace"
-HEADER = "## 练习 "  # every drill's group of cells starts with a markdown cell that starts like this
+EDITIONS = ("en",)  # the other language editions: notebooks/en/ and workspace/en/ (tools/build.py)
+HEADERS = ("## 练习 ", "## Drill ")  # every drill's group of cells starts with a markdown cell like this (zh, en)
 USES = re.compile(r"uses your ([^)]*)")  # how a drill's docstring names the earlier drills it builds on
 
 
@@ -112,7 +115,8 @@ def progress_path():
     if env:
         return Path(env)
     cwd = Path.cwd()
-    return cwd / PROGRESS_FILE if cwd.name == WORKSPACE and not os.environ.get("NBGRADER_EXECUTION") else None
+    workspace = cwd.parent if _edition(cwd) else cwd
+    return cwd / PROGRESS_FILE if workspace.name == WORKSPACE and not os.environ.get("NBGRADER_EXECUTION") else None
 
 
 def load_progress():
@@ -226,13 +230,21 @@ def reveal(name):
 
 # ---------------------------------------------------------------- pristine notebook, reset, mock
 
+def _edition(folder):
+    """The language edition whose folder ``folder`` is (``"en"`` for workspace/en/), else ``""``."""
+    return folder.name if folder.name in EDITIONS else ""
+
+
 def pristine_notebook_path():
-    """notebooks/09_drills.ipynb of this course (the generated, blank edition)."""
-    for root in (Path.cwd().parent, Path(__file__).resolve().parents[1]):
-        path = root / "notebooks" / f"{LESSON}.ipynb"
+    """notebooks/09_drills.ipynb of this course (the generated, blank edition); notebooks/en/09_drills.ipynb
+    when the notebook runs in workspace/en/."""
+    cwd = Path.cwd()
+    edition = _edition(cwd)
+    for root in (cwd.parent.parent if edition else cwd.parent, Path(__file__).resolve().parents[1]):
+        path = root / "notebooks" / edition / f"{LESSON}.ipynb"
         if path.exists():
             return path
-    raise FileNotFoundError(f"找不到 / cannot find notebooks/{LESSON}.ipynb")
+    raise FileNotFoundError(f"找不到 / cannot find notebooks/{edition + '/' if edition else ''}{LESSON}.ipynb")
 
 
 def _read(path):
@@ -248,11 +260,11 @@ def _write(nb, path):
 
 
 def _groups(nb):
-    """{drill name: [cell indices of its group]} in notebook order (a group starts at a HEADER cell)."""
+    """{drill name: [cell indices of its group]} in notebook order (a group starts at a HEADERS cell)."""
     groups, current = {}, None
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            current = [] if cell.source.startswith(HEADER) else None
+            current = [] if cell.source.startswith(HEADERS) else None
         if current is None:
             continue
         current.append(i)
