@@ -26,7 +26,9 @@ import sys
 import threading
 import time
 
-PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp")
+PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
+           # what a kernel imports while it starts (its debugger, its history database, pdb): 0.4 -> 0.1 s CPU
+           "ipykernel.ipkernel", "ipykernel.zmqshell", "debugpy", "sqlite3", "psutil", "pdb")
 HEADER = struct.Struct("!I")
 
 
