@@ -39,7 +39,7 @@ np.set_printoptions(precision=4, suppress=True)
 #
 # | 记号 | 含义 | 典型值（本课） |
 # | --- | --- | --- |
-# | `B` | 批大小（batch size）：一次并行处理多少条序列 | 2 – 64 |
+# | `B` | 批大小（batch size）：一次并行处理多少条序列 | 2 – 128 |
 # | `H` | 注意力头数（number of heads） | 1 – 8 |
 # | `T_q` | 查询序列长度（query length）：有多少个位置在“提问” | 5 |
 # | `T_k` | 键/值序列长度（key length）：有多少个位置可以被看 | 7 |
@@ -47,7 +47,7 @@ np.set_printoptions(precision=4, suppress=True)
 # | `d_k` | 每个头里查询和键的维度，`d_k = d_model / H` | 8 – 64 |
 # | `d_v` | 每个头里值的维度，本课取 `d_v = d_k` | 8 – 64 |
 # | `d_ff` | 前馈网络隐藏层宽度（feed-forward dimension），常取 `4 · d_model` | 128 – 2048 |
-# | `V` | 词表大小（vocabulary size） | 10 – 32000 |
+# | `V` | 词表大小（vocabulary size） | 10 – 37000 |
 #
 # 这里的 **token** 是模型读写的最小单位：可以是一个词、一个子词片段或一个字符，第 07 章的复制任务里是一个符号。
 # 全课程正文统一写 token，不翻译；单独的“词”只指自然语言里的词（例句、按词切分）。沿用的惯称“词表（vocabulary）”是所有 token 的集合，
@@ -268,7 +268,7 @@ with np.errstate(over="ignore", invalid="ignore"):
 #   （子词分词：BPE、WordPiece、SentencePiece），学完第 06 章后随时可读。
 # - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，
 #   所以重跑得到相同的数字；改了前面的单元，记得从头重跑，别依赖旧的变量。
-# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），要几分钟。
+# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），第 08 章要训练一个小 GPT，各要几分钟。
 # - **测试整个课程**（维护者）：`make test`。
 # - **nbgrader**（老师）：见 `README.md` 的 Instructor path 和 `docs/INSTRUCTOR.md`。
 #

@@ -457,7 +457,8 @@ print("F.scaled_dot_product_attention, output of query 1 (sees nothing):",
 # - softmax 必须在 `dim=-1`（键）上做。在 `dim=-2` 上做也会得到“和为 1”的数，只不过是每**列**和为 1——形状完全正确，
 #   答案完全错误，这是最难发现的一类 bug。
 # - 掩码可能是 0/1 整数张量，先 `mask.to(torch.bool)`，否则 `~mask` 会按位取反得到 `-1`、`-2`。
-# - 注意力 dropout（原论文用 0.1）作用在权重上，只在训练时生效；返回的 `attn` 就是乘到 `V` 上的那份权重。
+# - 注意力 dropout 作用在权重上，只在训练时生效；返回的 `attn` 就是乘到 `V` 上的那份权重。原论文只写了子层输出和
+#   “嵌入 + 位置编码”上的 dropout（$P_{drop} = 0.1$），注意力权重上的 dropout 来自后来的实现（如 The Annotated Transformer，也取 0.1）。
 #
 # ### 练习 3：`scaled_dot_product_attention`（3 + 2 分）
 #

@@ -118,7 +118,7 @@ for d_k_try in d_k_values:
 # | BLEU | 24.9 | 25.5 | 25.8 | 25.8 | 25.4 |
 #
 # 单头最差，头太多（$d_k = 16$）也变差，最好的在 $d_k = 32$–$64$。今天的大模型多取 $d_k = 64$ 或 $128$：
-# BERT-base、GPT-2 是 64（第 00 章的表），Llama 系列是 128。
+# BERT-base、GPT-2 是 64（第 00 章的表），Llama 2/3 的主力型号（7B、8B、13B、70B）是 128（Llama 3.2 1B 是 64）。
 
 # %% [markdown]
 # ## 2. 一个大投影 = $H$ 个小投影
@@ -453,7 +453,7 @@ except NotImplementedError:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 最后一行说明了第 01 章的约定为什么重要：一行什么都看不到时，`nn.MultiheadAttention` 输出 NaN，
+# 最后一行说明了第 01 章的约定为什么重要：一行什么都看不到时，`nn.MultiheadAttention`（默认 `need_weights=True`）输出 NaN，
 # 而我们的注意力给出 0 权重，MHA 的输出就是 `W_o` 的偏置——有限、可训练，不会把 NaN 传进梯度。
 #
 # 再验证上面关于 3 维 `attn_mask` 的说法：`(B, T_q, T_k)` 的掩码被拒绝；按头复制成 `(B·num_heads, T_q, T_k)` 后，
