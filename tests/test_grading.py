@@ -90,6 +90,10 @@ STALE_NOTEBOOK = [
     "report('softmax', softmax)",
     "@logged\ndef softmax(x, axis=-1)\n    return x",
     "report('softmax', softmax)",
+    SOFTMAX + "\n",                                # the editor's last Enter: the text ends with a newline
+    "report('softmax', softmax)",
+    "def softmax(x, axis=-1):\n    return (x\n",     # does not compile either, and ends with a newline
+    "report('softmax', softmax)",
 ]
 
 
@@ -111,6 +115,8 @@ def test_a_cell_that_raised_leaves_the_older_definition_and_the_check_says_so(tm
     assert text(7).startswith("✅ softmax"), text(7)
     assert text(10).startswith("✅ softmax"), text(10)
     assert "单元格 [12] 运行出错" in text(12) and "from cell [10]" in text(12), text(12)  # through the wrapper
+    assert text(14).startswith("✅ softmax"), text(14)
+    assert "单元格 [16] 运行出错" in text(16) and "from cell [14]" in text(16), text(16)
 
 
 def test_the_grading_module_sees_no_ipython_outside_a_kernel():

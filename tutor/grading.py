@@ -26,6 +26,7 @@ holds an older definition, and they say so instead of checking it.
 import contextlib
 import inspect
 import io
+import linecache
 import os
 import re
 import signal
@@ -116,22 +117,23 @@ def _code_file(obj):
 
 def _stale_definition(obj):
     """``(latest, older)`` when ``obj`` was defined by an earlier run ``older`` of a cell that defines its
-    name at top level, and the newest such run ``latest`` did not define it (it raised first): their
-    execution counts. None otherwise: ``obj`` from the newest run, from no cell run found (a module, a
-    wrapper), or outside IPython."""
+    name at top level, and the newest such run ``latest`` did not define it (it raised first, or did not
+    even compile): their execution counts. None otherwise: ``obj`` from the newest run, from no cell run
+    found (a module, a wrapper), or outside IPython. A run is matched to ``obj`` by the source IPython
+    compiled it from (kept in ``linecache`` under the code's file name), trailing whitespace aside."""
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython else None
     name, filename = getattr(obj, "__name__", None), _code_file(obj)
     if shell is None or not name or filename is None:
         return None
-    raw, parsed = shell.history_manager.input_hist_raw, shell.history_manager.input_hist_parsed
+    compiled = "".join(linecache.getlines(filename)).rstrip()
+    raw = shell.history_manager.input_hist_raw
     defines = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.MULTILINE)
-    runs = [n for n in range(1, min(len(raw), len(parsed))) if defines.search(raw[n])]  # In[n] defines it
-    cell_name = {n: shell.compile.get_code_name(raw[n], parsed[n], n) for n in runs}
-    older = next((n for n in reversed(runs) if cell_name[n] == filename), None)
-    if older is None or cell_name[runs[-1]] == filename:
+    runs = [n for n in range(1, len(raw)) if defines.search(raw[n])]  # In[n] defines it
+    if not compiled or not runs or raw[runs[-1]].rstrip() == compiled:
         return None
-    return runs[-1], older
+    older = next((n for n in reversed(runs[:-1]) if raw[n].rstrip() == compiled), None)
+    return None if older is None else (runs[-1], older)
 
 
 def _stale_line(name, obj, stale):
@@ -249,8 +251,6 @@ _LIBRARY = re.compile(r"(site-packages|dist-packages|/lib/python3|/tutor/|<froze
 
 def _where(frame, lineno):
     """'Name.method, 第 N 行 / line N: code' of a frame in a notebook cell (line numbers are the cell's)."""
-    import linecache
-
     code = linecache.getline(frame.f_code.co_filename, lineno, frame.f_globals).strip()
     name = frame.f_code.co_qualname
     place = "" if name == "<module>" else f"{name}, "

@@ -152,6 +152,45 @@ def test_learner_runs_attention_to_first_stub(page, lab, shots, expect):
     shots(page, "1-learner-3-wrong-softmax")
 
 
+def test_failed_cell_and_interrupt_each_get_one_line(page, lab, shots, expect):
+    """A check after a solution cell that raised names the older definition it refuses to check; an
+    interrupted check says so in one line, with no traceback through torch or the tutor."""
+    notebook = open_notebook(page, lab, lab.learner_notebook(NOTEBOOK))
+    menu(page, "Run", "Run All Cells")  # the setup cell's imports; the stubs' checks say "not implemented"
+    stub = cell_with(notebook, "def softmax(x, axis=-1):")
+    check = stub.locator("xpath=following-sibling::div[contains(@class, 'jp-CodeCell')][1]")
+    report = check.locator(".jp-OutputArea")
+    expect(report).to_contain_text("❌ softmax", timeout=RUN_S)
+    page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
+
+    def run_stub_then_check(source):
+        stub.scroll_into_view_if_needed()
+        stub.locator(".cm-content").click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(source)
+        page.keyboard.press("Shift+Enter")  # runs the stub, moves to the check cell
+        page.wait_for_timeout(1000)
+        page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)  # a cell that raised aborts the queued ones
+        page.keyboard.press("Shift+Enter")  # runs the check
+
+    run_stub_then_check(WRONG_SOFTMAX)
+    expect(report).to_contain_text("❌ softmax", timeout=RUN_S)
+    run_stub_then_check("def softmax(x, axis=-1):\n    return (x\n")  # a syntax error: the old softmax stays
+    expect(report).to_contain_text(re.compile(r"\[\d+\] 运行出错.*older softmax", re.S), timeout=RUN_S)
+    assert "Traceback" not in report.text_content()
+    check.scroll_into_view_if_needed()
+    shots(page, "1-learner-4-failed-cell")
+
+    run_stub_then_check("def softmax(x, axis=-1):\n    while True:\n        pass\n")
+    page.wait_for_timeout(3000)  # the check is now stuck in the learner's loop
+    menu(page, "Kernel", "Interrupt Kernel")
+    expect(report).to_contain_text("⏹️ softmax: 已中断 / interrupted", timeout=RUN_S)
+    assert "module.py" not in report.text_content() and "Traceback" not in report.text_content()
+    page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
+    check.scroll_into_view_if_needed()
+    shots(page, "1-learner-5-interrupted")
+
+
 def test_learner_figures_render(page, lab, shots):
     """The chapter's figures (they need no exercise) render as sharp, non-blank images."""
     notebook = open_notebook(page, lab, lab.learner_notebook(NOTEBOOK))
