@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from nbclient import NotebookClient
 
-from tutor.grading import explain, report, test_cell
+from tutor.grading import check, explain, report, test_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +49,9 @@ def test_an_interrupted_check_is_one_line_and_still_fails_the_cell():
     with pytest.raises(Exception) as info, test_cell("softmax_rows", keep_going=True):
         interrupted(np.zeros(3))
     assert info.value._render_traceback_() == ["⏹️ softmax_rows: 已中断 / interrupted"]
+    with pytest.raises(Exception) as info, test_cell("softmax_is_stable", keep_going=True):  # a check inside
+        check("softmax", interrupted)
+    assert info.value._render_traceback_() == ["⏹️ softmax: 已中断 / interrupted"]
 
 
 def test_no_time_limit_under_nbgrader(monkeypatch, capsys):

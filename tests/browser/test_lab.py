@@ -186,6 +186,7 @@ def test_failed_cell_and_interrupt_each_get_one_line(page, lab, shots, expect):
     menu(page, "Kernel", "Interrupt Kernel")
     expect(report).to_contain_text("⏹️ softmax: 已中断 / interrupted", timeout=RUN_S)
     assert "module.py" not in report.text_content() and "Traceback" not in report.text_content()
+    assert "could not go on" not in report.text_content(), "an interrupt is not a wrong return value"
     page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
     check.scroll_into_view_if_needed()
     shots(page, "1-learner-5-interrupted")
