@@ -3,7 +3,7 @@
 This is the only place that lists the contract's names. Everything else derives from it:
 
     solutions/__init__.py   imports each component from its module; ``__all__``
-    tutor/checks.py         ``@register("Name")`` registers a check; a name not declared here is refused
+    tutor/checks/<module>   ``FunctionCheck("Name", ...)`` declares a check; a name not declared here is refused
     tutor/drills.py         a drill's classic mistakes (``mistakes``)
     tools/build.py          a lesson's ``provided="earlier"`` cell (the earlier chapters' components it
                             uses) and docs/CONTRACT.md (generated; a test compares)
@@ -11,7 +11,7 @@ This is the only place that lists the contract's names. Everything else derives 
                             (tests/test_registry.py says what a new name still lacks)
 
 Importing this module is cheap (no torch, no ``solutions``): learner kernels import it through
-``tutor.checks`` while the reference package must stay unloaded.
+``tutor.engine`` while the reference package must stay unloaded.
 """
 import ast
 from dataclasses import dataclass, field
@@ -113,7 +113,7 @@ COMPONENTS = (
        "T, device=None", mistakes=("causal_diagonal_hidden", "causal_next_visible", "causal_inverted")),
     _c("EncoderLayer", "05", "layers", "graded", "Post-LN self-attention and FFN sublayers -> (output, weights)",
        "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "x, src_mask=None"},
-       mistakes=("missing_residual", "pre_ln_instead_of_post")),
+       mistakes=("missing_residual", "pre_ln_instead_of_post", "src_mask_missing")),
     _c("DecoderLayer", "05", "layers", "graded",
        "masked self-attention, cross-attention on `memory`, FFN -> (output, self weights, cross weights)",
        "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "y, memory, tgt_mask=None, memory_mask=None"},

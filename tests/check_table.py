@@ -2,9 +2,9 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python tests/check_table.py tests/data/check_table.tsv [--no-idioms]
 
-One row per (entry, check): the wrong, right and real-world catalogues (tests/catalogue/), the
+One row per (entry, check): the wrong, right and real-world catalogues (catalogue/), the
 reference's own source and a ``NotImplementedError`` stub for every check, and every idiom of
-tests/catalogue/idioms.py (its chapter's cells before the exercise, then the idiom's cells, as
+catalogue/idioms.py (its chapter's cells before the exercise, then the idiom's cells, as
 tests/test_idioms.py runs them; the check of the exercise's name then runs on what the cells bound).
 Columns, tab-separated, rows sorted: entry, check, verdict (pass/fail), diagnosis ids, the failing
 case, the message's first line, the whole message (newlines as ``⏎``). Two tables of the same
@@ -25,7 +25,6 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-import catalogue  # noqa: E402
 from catalogue import realworld, realworld_llm  # noqa: E402
 from catalogue.reference import load  # noqa: E402
 from tutor.checks import CHECKS, run_check  # noqa: E402
@@ -52,7 +51,7 @@ def catalogue_entries():
     """[(entry label, check name, object)] of every catalogue module, the reference and the stubs."""
     entries = []
     for kind in ("wrong", "right"):
-        for path in sorted((HERE / "catalogue").glob(f"{kind}_*.py")):
+        for path in sorted((HERE.parent / "catalogue").glob(f"{kind}_*.py")):
             module = __import__(f"catalogue.{path.stem}", fromlist=["CASES"])
             for i, case in enumerate(module.CASES):
                 entries.append((f"{path.stem}#{i:03d} {_name(case[1])}", case[0], case[1]))
@@ -70,6 +69,7 @@ def catalogue_entries():
 def idiom_entries():
     """[(entry label, check name, thunk -> object)] of every idiom whose exercise has a check."""
     import test_idioms
+
     from catalogue.idioms import IDIOMS
 
     def bound(idiom):

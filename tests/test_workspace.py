@@ -4,11 +4,10 @@ starts one chapter afresh and keeps the old copy. Run on the real Makefile in a 
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="`make` is not installed")
 

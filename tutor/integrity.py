@@ -16,8 +16,12 @@ it are graded by the real machinery again.
 import os
 import sys
 
-WATCHED = ["builtins", "torch", "torch.testing", "torch.nn.functional", "numpy", "numpy.testing",
-           "tutor.checks", "tutor.grading", "tutor.guard", "tutor.mistakes", "tutor.integrity"]
+ENGINE = ["specs", "messages", "compare", "diagnosis", "localise", "report", "cost", "running"]
+TOPICS = ["attention", "mha", "positional", "ffn_norm", "masks", "layers", "transformer", "copy_task", "llm",
+          "decoding", "backward"]
+WATCHED = (["builtins", "torch", "torch.testing", "torch.nn.functional", "numpy", "numpy.testing",
+            "tutor.checks", "tutor.grading", "tutor.guard", "tutor.mistakes", "tutor.integrity"]
+           + [f"tutor.engine.{name}" for name in ENGINE] + [f"tutor.checks.{name}" for name in TOPICS])
 WATCHED_CLASSES = [("torch", "Tensor"), ("torch.nn", "Module")]
 # Names IPython swaps in and out of builtins around each cell; never used by the checks.
 INTERACTIVE_BUILTINS = {"exit", "quit", "copyright", "credits", "license", "help", "display", "get_ipython",
