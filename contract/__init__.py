@@ -62,7 +62,7 @@ def _c(name, chapter, module, kind, summary, signature=None, *, methods=None, ch
 COMPONENTS = (
     # 01 attention
     _c("softmax", "01", "attention", "graded", "numerically stable softmax along `axis` (NumPy)", "x, axis=-1",
-       mistakes=("softmax_unstable", "softmax_ignores_axis", "softmax_fixed_axis")),
+       mistakes=("softmax_unstable", "softmax_ignores_axis", "softmax_fixed_axis", "softmax_all_elements")),
     _c("attention_numpy", "01", "attention", "graded", "scaled dot-product attention in NumPy -> (output, weights)",
        "Q, K, V, mask=None", mistakes=("no_scale",)),
     _c("scaled_dot_product_attention", "01", "attention", "graded",
@@ -175,7 +175,7 @@ COMPONENTS = (
        "d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0",
        methods={"forward": "x, mask=None, cache=None"},
        mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split", "nan_fully_masked",
-                 "kv_cache_repeated_heads")),
+                 "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope")),
     _c("SwiGLU", "08", "llm", "graded", "`w2(silu(w1(x)) * w3(x))`", "d_model, d_ff", methods={"forward": "x"},
        mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
     _c("GPTBlock", "08", "llm", "graded", "Pre-RMSNorm block: GQA then SwiGLU, each with a residual",

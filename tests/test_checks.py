@@ -486,3 +486,9 @@ def test_the_engine_names_no_component_and_no_topic_mistake():
         words |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
         named = sorted(words & (set(contract.CHECK_NAMES) | topic_mistakes))
         assert not named, f"{path.name} names {named}: declare it in the topic module instead"
+
+
+def test_every_explained_mistake_is_proven_by_the_catalogue():
+    """One mistake, one place, and proven: every explained id is named by a wrong or real-world entry."""
+    proven = {diagnosis for _, _, diagnosis in WRONG if diagnosis} | {mid for case in REALWORLD for mid in case[2]}
+    assert set(mistakes.MISTAKES) <= proven, sorted(set(mistakes.MISTAKES) - proven)
