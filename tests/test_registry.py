@@ -216,7 +216,8 @@ def test_a_lesson_exercise_the_registry_does_not_know_is_caught(evidence):
 
 def test_the_exports_are_the_registry():
     missing = [c.name for c in contract.COMPONENTS if c.name not in solutions.__all__]
-    assert not missing, f"registered but defined nowhere in solutions/: {missing} (see the checklist test)"
+    assert not missing, (f"registered but not exported by solutions/__init__.py: {missing}: import each from its "
+                         "module there (the checklist test says where to define it)")
     assert solutions.__all__ == [c.name for c in contract.COMPONENTS]
 
 
