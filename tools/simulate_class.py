@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 import nbformat
 
+from grader.audit import defined
 from tools.paths import ROOT
 
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
@@ -273,8 +274,7 @@ def analyse(name, source_dir):
         reached = set()
         _flow(ast.parse(cell.source).body, depends, bool(meta.get("solution")), reached)
         if meta.get("solution"):
-            top = [n.name for n in ast.parse(cell.source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-            info.exercises.append((index, top))
+            info.exercises.append((index, defined(cell.source)))  # what the audit takes for the exercise
         if meta.get("grade"):
             info.points[meta["grade_id"]] = float(meta["points"])
             info.grade_index[meta["grade_id"]] = index
