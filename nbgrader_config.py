@@ -73,6 +73,10 @@ from grader.hardening import configure  # noqa: E402
 
 configure(c)
 
+# The audit's allow-lists are settings too (grader/audit_submission.py, with help strings in
+# `nbgrader autograde --help-all`), e.g. to let learners use `%load_ext` as well:
+# c.AuditSubmission.safe_magics = ["time", "timeit", "matplotlib", "precision", "pprint", "who", "whos", "load_ext"]
+
 # Hand-ins the way students make them: `01_attention (1).ipynb` or `01_attention-alice.ipynb` is
 # renamed to `01_attention.ipynb` and graded; anything else is refused with one line naming the
 # file and the expected name (grader/handins.py).

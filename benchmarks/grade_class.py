@@ -26,8 +26,8 @@ from pathlib import Path
 
 from grader import cluster
 from tools import simulate_class as sim
+from tools.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MIX = ["perfect", "partial", "untouched"]
 
 

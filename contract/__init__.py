@@ -3,7 +3,7 @@
 This is the only place that lists the contract's names. Everything else derives from it:
 
     solutions/__init__.py   imports each component from its module; ``__all__``
-    tutor/checks.py         ``@register("Name")`` registers a check; a name not declared here is refused
+    tutor/checks/<module>   ``FunctionCheck("Name", ...)`` declares a check; a name not declared here is refused
     tutor/drills.py         a drill's classic mistakes (``mistakes``)
     tools/build.py          a lesson's ``provided="earlier"`` cell (the earlier chapters' components it
                             uses) and docs/CONTRACT.md (generated; a test compares)
@@ -11,7 +11,7 @@ This is the only place that lists the contract's names. Everything else derives 
                             (tests/test_registry.py says what a new name still lacks)
 
 Importing this module is cheap (no torch, no ``solutions``): learner kernels import it through
-``tutor.checks`` while the reference package must stay unloaded.
+``tutor.engine`` while the reference package must stay unloaded.
 """
 import ast
 from dataclasses import dataclass, field
@@ -62,7 +62,7 @@ def _c(name, chapter, module, kind, summary, signature=None, *, methods=None, ch
 COMPONENTS = (
     # 01 attention
     _c("softmax", "01", "attention", "graded", "numerically stable softmax along `axis` (NumPy)", "x, axis=-1",
-       mistakes=("softmax_unstable", "softmax_ignores_axis", "softmax_fixed_axis")),
+       mistakes=("softmax_unstable", "softmax_ignores_axis", "softmax_fixed_axis", "softmax_all_elements")),
     _c("attention_numpy", "01", "attention", "graded", "scaled dot-product attention in NumPy -> (output, weights)",
        "Q, K, V, mask=None", mistakes=("no_scale",)),
     _c("scaled_dot_product_attention", "01", "attention", "graded",
@@ -113,7 +113,7 @@ COMPONENTS = (
        "T, device=None", mistakes=("causal_diagonal_hidden", "causal_next_visible", "causal_inverted")),
     _c("EncoderLayer", "05", "layers", "graded", "Post-LN self-attention and FFN sublayers -> (output, weights)",
        "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "x, src_mask=None"},
-       mistakes=("missing_residual", "pre_ln_instead_of_post")),
+       mistakes=("missing_residual", "pre_ln_instead_of_post", "src_mask_missing")),
     _c("DecoderLayer", "05", "layers", "graded",
        "masked self-attention, cross-attention on `memory`, FFN -> (output, self weights, cross weights)",
        "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "y, memory, tgt_mask=None, memory_mask=None"},
@@ -175,7 +175,7 @@ COMPONENTS = (
        "d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0",
        methods={"forward": "x, mask=None, cache=None"},
        mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split", "nan_fully_masked",
-                 "kv_cache_repeated_heads")),
+                 "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope")),
     _c("SwiGLU", "08", "llm", "graded", "`w2(silu(w1(x)) * w3(x))`", "d_model, d_ff", methods={"forward": "x"},
        mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
     _c("GPTBlock", "08", "llm", "graded", "Pre-RMSNorm block: GQA then SwiGLU, each with a residual",

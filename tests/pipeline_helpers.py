@@ -1,13 +1,11 @@
 """Helpers shared by the pipeline tests (build, leaks, nbgrader end to end, nbval). nbgrader itself
 runs through the class simulation's one wrapper, ``tools.simulate_class.nbgrader``."""
 import shutil
-from pathlib import Path
 
 import nbformat
 
 from tools import build  # the repository root is on pytest's pythonpath (pyproject.toml)
-
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 LESSONS = build.lesson_names()
 

@@ -1,19 +1,21 @@
-"""The submission audit (``grader.hardening``) on its own, without running nbgrader: it flags what
-reaches the grading machinery, never ordinary Python, and voids only the exercise that holds it.
+"""The submission audit (``grader.audit``, applied by ``grader.audit_submission``) on its own, without
+running nbgrader: it flags what reaches the grading machinery, never ordinary Python, and voids only
+the exercise that holds it.
 
 End to end through ``nbgrader autograde`` the same rules are proven by tests/test_class_simulation.py.
 """
 import copy
-from pathlib import Path
+import subprocess
+import sys
 
 import nbformat
 import pytest
 from nbgrader import utils
 
-from grader.hardening import AuditSubmission, audit_source, builtin_uses
+from grader.audit import audit_source, builtin_uses
+from grader.audit_submission import AuditSubmission
 from tools import simulate_class
-
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 # Ordinary Python a learner writes; none of it may be flagged.
 ORDINARY = {
@@ -231,3 +233,20 @@ def test_the_checks_guard_refuses_autograd_in_a_hand_written_backward():
     result = run_check("softmax_backward", softmax_backward)
     assert not result.passed and "torch.autograd.grad" in result.message
     assert run_check("softmax_backward", load()["softmax_backward"]).passed
+
+
+def test_the_audit_is_plain_code_without_nbgrader():
+    code = "import sys, grader.audit\nassert not [m for m in sys.modules if m.split('.')[0] == 'nbgrader'], 'nbgrader'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_allow_lists_are_settings_of_the_preprocessor():
+    from traitlets.config import Config
+
+    assert audit_source("%load_ext autoreload\n") and not audit_source("%load_ext autoreload\n",
+                                                                         safe_magics={"load_ext"})
+    config = Config()
+    config.AuditSubmission.safe_magics = ["time", "load_ext"]
+    audit = AuditSubmission(config=config)
+    assert audit.safe_magics == ["time", "load_ext"] and "torch.backends" in audit.config_paths
+    assert AuditSubmission.class_traits()["config_paths"].help

@@ -1,9 +1,9 @@
 """Proof of the checks library (tutor.checks, tutor.mistakes, tutor.guard, tutor.grading).
 
-- every wrong implementation in tests/catalogue/wrong_*.py fails its check with the expected diagnosis;
-- every right alternative in tests/catalogue/right_*.py passes;
-- every real-world-style implementation in tests/catalogue/realworld.py, and every real public one in
-  tests/catalogue/realworld_llm.py, fails with every real difference named (two or more mistakes at
+- every wrong implementation in catalogue/wrong_*.py fails its check with the expected diagnosis;
+- every right alternative in catalogue/right_*.py passes;
+- every real-world-style implementation in catalogue/realworld.py, and every real public one in
+  catalogue/realworld_llm.py, fails with every real difference named (two or more mistakes at
   once, in the part of a composite where they sit);
 - the reference's own source, defined outside ``solutions``, passes every check;
 - the from-scratch guard refuses built-ins and the reference package;
@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,8 +26,12 @@ import torch.nn.functional as F
 import catalogue
 from catalogue import realworld, realworld_llm
 from catalogue.reference import load
+from tools.paths import ROOT
 from tutor import mistakes
 from tutor.checks import CHECKS, MORE, NOT_IMPLEMENTED, run_check
+from tutor.engine import diagnosis, running
+from tutor.engine.messages import say
+from tutor.engine.report import case_numbers
 from tutor.grading import grade, report
 
 WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT
@@ -129,8 +132,8 @@ def test_two_mistakes_each_named_only_on_the_cases_where_they_show():
     result = run_check("scaled_dot_product_attention", realworld.sdpa_int_mask_unscaled)
     assert result.case.startswith("无掩码") and result.diagnosis == "no_scale", result.message
     lines = result.message.splitlines()
-    assert next(line for line in lines if "[mask_not_bool]" in line).endswith("（用例 5 / case 5）")
-    assert next(line for line in lines if "[no_scale]" in line).endswith("（用例 1, 2, 3, 4 / cases 1, 2, 3, 4）")
+    assert next(line for line in lines if "[mask_not_bool]" in line).endswith(f"（{case_numbers([4])}）")
+    assert next(line for line in lines if "[no_scale]" in line).endswith(f"（{case_numbers([0, 1, 2, 3])}）")
     assert lines[-1].strip() == MORE
 
 
@@ -193,14 +196,35 @@ def test_reference_source_outside_solutions_passes(check, record_property):
     assert result.passed, result.message
 
 
-def test_every_diagnosis_id_is_explained_bilingually():
-    source = inspect.getsource(mistakes)
-    used = set(re.findall(r'\("([a-z][a-z0-9_]+)", (?:lambda|dict\(|[a-z_]+\))', source))
-    used |= {mid for _, mid in mistakes.EXCEPTIONS}
-    assert len(used) > 30 and used <= set(mistakes.MISTAKES), used - set(mistakes.MISTAKES)
+def _nameable(check):
+    """Every mistake id the variants of ``check`` name on its own cases (with the reference's modules)."""
+    declared = CHECKS[check]
+    if declared.variants is None:
+        return set()
+    ids = set()
+    with running.sandbox():
+        for case in declared.cases():
+            if hasattr(declared, "make_args"):
+                args, kwargs = declared.make_args(case)
+                ref = running.reference_module(check, *args, **kwargs)
+            else:
+                ref = declared.ref_for(case) if declared.ref_for else None
+            ids |= {mid for variant in declared.variants(ref, case) for mid in variant.ids}
+    return ids
+
+
+@pytest.mark.parametrize("check", [name for name, c in CHECKS.items() if getattr(c, "variants", None)])
+def test_every_mistake_a_check_can_name_is_explained(check):
+    nameable = _nameable(check)
+    assert nameable and nameable <= set(mistakes.MISTAKES), nameable - set(mistakes.MISTAKES)
+
+
+def test_every_mistake_is_explained_bilingually():
+    assert {mid for _, mid in diagnosis.EXCEPTIONS} <= set(mistakes.MISTAKES)
     for zh, en in mistakes.MISTAKES.values():
         assert zh and en and zh != en
-    assert mistakes.explain("no_scale").startswith("诊断 / diagnosis [no_scale]: ")
+    zh, en = mistakes.MISTAKES["no_scale"]
+    assert mistakes.explain("no_scale") == say("diagnosis", id="no_scale", zh=zh, en=en)
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
@@ -216,7 +240,7 @@ def test_stub_is_reported_not_implemented(check):
         def stub(*args, **kwargs):
             raise NotImplementedError("写你的代码 / write your code")
     result = run_check(check, stub)
-    assert not result.passed and result.message.endswith(NOT_IMPLEMENTED)
+    assert not result.passed and result.not_implemented and result.message.endswith(NOT_IMPLEMENTED)
 
 
 # ---------------------------------------------------------------- from scratch
@@ -284,7 +308,7 @@ def test_reference_package_is_refused():
 def test_own_code_passes_with_the_working_directory_inside_solutions(monkeypatch):
     """The answer keys run in solutions/answer_keys/: code objects named "<frozen abc>" or
     "<string>" are not files there, so they must not count as reference code."""
-    monkeypatch.chdir(Path(__file__).parents[1] / "solutions" / "answer_keys")
+    monkeypatch.chdir(ROOT / "solutions" / "answer_keys")
     for check in ("MultiHeadAttention", "scaled_dot_product_attention", "FeedForward"):
         result = run_check(check, REFERENCE[check])
         assert result.passed, result.message
@@ -309,7 +333,7 @@ def test_shape_mismatch_says_expected_and_got():
         return tokens != pad_id
 
     result = run_check("make_pad_mask", pad_mask_2d)
-    assert all(s in result.message for s in ("形状不对 / wrong shape", "(2, 1, 1, 6)", "(2, 6)")), result.message
+    assert say("wrong_shape", key="mask", expected=(2, 1, 1, 6), got=(2, 6)) in result.message, result.message
 
 
 def test_failure_message_names_case_shapes_error_and_index():
@@ -418,11 +442,11 @@ report("RMSNorm", RMSNorm)
 def test_report_in_the_documented_student_image(tmp_path):
     """docs/INSTRUCTOR.md's student image (its Dockerfile's COPY lines, without solutions/): the
     release notebooks' setup import works and a bonus self-check says calmly that it cannot run."""
-    doc = (Path(__file__).parents[1] / "docs" / "INSTRUCTOR.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "INSTRUCTOR.md").read_text(encoding="utf-8")
     copied = re.findall(r"^\s*COPY (\w+)/ /opt/shousi/\1/$", doc, re.MULTILINE)
     assert "tutor" in copied and "solutions" not in copied, copied
     for package in copied:
-        shutil.copytree(Path(__file__).parents[1] / package, tmp_path / package,
+        shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run([sys.executable, "-c", STUDENT_IMAGE, str(tmp_path)], capture_output=True, text=True,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path), "MPLBACKEND": "Agg"})
@@ -435,11 +459,36 @@ def test_report_says_not_implemented(capsys):
         raise NotImplementedError()
 
     report("softmax", softmax)
-    assert capsys.readouterr().out.strip() == "❌ softmax: 尚未实现 / not implemented yet"
+    assert capsys.readouterr().out.strip() == f"❌ softmax: {NOT_IMPLEMENTED}"
 
 
 def test_importing_tutor_does_not_import_solutions():
     code = ("import sys, torch, numpy, tutor, tutor.grading, tutor.checks, tutor.plots\n"
             "assert 'solutions' not in sys.modules, 'solutions imported'\n"
             "assert tutor.integrity._snapshot")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_engine_names_no_component_and_no_topic_mistake():
+    """tutor/engine/ is generic: no check name and no mistake a topic declares appears in its code (its
+    docstrings may give examples); what one component needs is declared by its topic module."""
+    import ast
+
+    import contract
+
+    topic_mistakes = set(mistakes.MISTAKES) - set(diagnosis.MISTAKES)
+    for path in sorted((ROOT / "tutor" / "engine").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)}
+        words = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                 and isinstance(node.value, str) and id(node) not in docstrings}
+        words |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        named = sorted(words & (set(contract.CHECK_NAMES) | topic_mistakes))
+        assert not named, f"{path.name} names {named}: declare it in the topic module instead"
+
+
+def test_every_explained_mistake_is_proven_by_the_catalogue():
+    """One mistake, one place, and proven: every explained id is named by a wrong or real-world entry."""
+    proven = {diagnosis for _, _, diagnosis in WRONG if diagnosis} | {mid for case in REALWORLD for mid in case[2]}
+    assert set(mistakes.MISTAKES) <= proven, sorted(set(mistakes.MISTAKES) - proven)

@@ -4,16 +4,15 @@ before an attempt."""
 import json
 import re
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
 import catalogue
 from tools import build
+from tools.paths import ROOT
 from tutor import checks, drills, mistakes
 
-ROOT = Path(__file__).resolve().parents[1]
 LESSON = drills.LESSON
 
 

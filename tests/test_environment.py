@@ -1,9 +1,8 @@
 """The pip requirements, the conda environment and the Makefile's set-up make the same choices:
 the same packages at the same versions, and torch's CPU build from the same index."""
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 
 def _pins(lines):

@@ -130,8 +130,7 @@ def outputs_text(cell):
 
 
 def reference_code(name, edit=None):
-    code = "\n".join(line for line in inspect.getsource(getattr(solutions, name)).split("\n")
-                     if line.strip() not in (build.BEGIN_SOLUTION, build.END_SOLUTION))
+    code = build.strip_markers(inspect.getsource(getattr(solutions, name)))
     if edit:
         assert code.count(edit[0]) == 1, f"solutions.{name} no longer holds {edit[0]!r}"
         code = code.replace(*edit)

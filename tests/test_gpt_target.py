@@ -9,15 +9,13 @@ bigram table counted on the training poems) miss it, so passing it takes more th
 import ast
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 
 from solutions import estimate_loss, is_regular_poem
-
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 
 def load_benchmark():

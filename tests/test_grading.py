@@ -4,16 +4,14 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 from nbclient import NotebookClient
 
+from tools.paths import ROOT
 from tutor.grading import check, explain, report, test_cell
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _endless(x, axis=-1):

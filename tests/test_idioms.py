@@ -1,4 +1,4 @@
-"""The idiom catalogue (tests/catalogue/idioms.py): idiomatic right answers, run as the notebook runs them.
+"""The idiom catalogue (catalogue/idioms.py): idiomatic right answers, run as the notebook runs them.
 
 For each idiom, the chapter's source notebook is executed with plain ``exec`` in one namespace, as
 a kernel would: every code cell before the exercise (setup, provided code, the reference code of
@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -28,9 +27,9 @@ import torch  # noqa: E402
 
 from catalogue.idioms import IDIOMS  # noqa: E402
 from tools import build  # noqa: E402
+from tools.paths import ROOT, SOURCE
 from tutor import guard  # noqa: E402
 
-SOURCE = Path(__file__).resolve().parents[1] / "source"
 CHAPTERS = sorted(p.name for p in SOURCE.iterdir() if (p / f"{p.name}.ipynb").exists())
 MIN_IDIOMS = 36
 # Built-ins the exercises replace (tutor.guard's one table), as attributes (F.layer_norm, nn.LayerNorm, ...);
@@ -190,7 +189,7 @@ def _submission(idiom):
 @pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
 def test_audit_accepts_idiom(idiom):
     """The submission audit (the preprocessor nbgrader autograde runs) voids no graded cell."""
-    from grader.hardening import AuditSubmission
+    from grader.audit_submission import AuditSubmission
 
     nb, _ = AuditSubmission().preprocess(_submission(idiom), {})
     voided = [(cell.metadata["nbgrader"]["grade_id"], out["evalue"]) for cell in nb.cells
@@ -221,6 +220,6 @@ except AssertionError as exc:
     print("caught:", exc)
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=ROOT)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "caught:" in run.stdout and "manual_seed" in run.stdout, run.stdout

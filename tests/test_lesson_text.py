@@ -6,11 +6,11 @@ cannot read: the lesson must state the claim itself (as a common misconception) 
 Random seeds (``torch.manual_seed``, ``seed=``, 随机种子) are of course fine.
 """
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
+
 LESSONS = sorted((ROOT / "lessons").glob("*.py"))
 # The stub docstrings reach learners too.
 REFERENCE = sorted(p for p in (ROOT / "solutions").glob("*.py"))

@@ -1,9 +1,8 @@
 """The linter's verdict is part of `make test` (the same command as `make lint`)."""
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 
 def test_ruff_finds_nothing():

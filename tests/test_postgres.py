@@ -9,16 +9,15 @@ import glob
 import importlib.util
 import shutil
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 
 from tools import simulate_class as sim
+from tools.paths import ROOT
 
 pytestmark = pytest.mark.slow  # real nbgrader runs: `make test-fast` leaves them out
 
-ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "01_attention"
 STUDENTS = {"ada_perfect": "perfect", "bob_untouched": "untouched", "cy_perfect": "perfect"}
 

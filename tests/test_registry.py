@@ -19,6 +19,7 @@ import contract
 import solutions
 from tools import build, simulate_class
 from tutor import checks, mistakes
+from tutor.engine.specs import FunctionCheck
 
 SOLUTIONS = Path(solutions.__file__).parent
 
@@ -28,10 +29,11 @@ class Evidence:
     """What the repository has, gathered once from the real tree."""
     public: dict      # solutions module -> top-level public names it defines
     checks: set       # registered checks (tutor.checks.CHECKS)
-    wrong: list       # [(check, diagnosis id or None)] of tests/catalogue/wrong_*.py
-    right: set        # checks with a right alternative in tests/catalogue/right_*.py
+    wrong: list       # [(check, diagnosis id or None)] of catalogue/wrong_*.py
+    right: set        # checks with a right alternative in catalogue/right_*.py
     lessons: dict     # lesson name -> {"exercises": [names], "drills": [names], "graded": [grade_ids]}
     mutations: set    # lessons with a classic-mistake edit (tools/simulate_class.MUTATIONS)
+    mutation_mistakes: dict = dataclasses.field(default_factory=dict)  # lesson -> (exercise, mistake id)
 
 
 def _public_names(path):
@@ -64,6 +66,7 @@ def real_evidence():
         right={check for check, _ in catalogue.cases("right")},
         lessons={name: _lesson(name) for name in build.lesson_names()},
         mutations=set(simulate_class.MUTATIONS),
+        mutation_mistakes={k: (m.component, m.mistake) for k, m in simulate_class.MUTATIONS.items()},
     )
 
 
@@ -99,21 +102,23 @@ def checklist(components, ev):
             todo.append(f"{where}: tested_by={c.tested_by!r} is no graded cell of lessons/{lesson}.py")
         for check in c.checks:
             if check not in ev.checks:
-                todo.append(f"{where}: write its check: @register({check!r}) in tutor/checks.py")
+                todo.append(f"{where}: declare its check: FunctionCheck({check!r}, ...) or ModuleCheck({check!r}, ...) "
+                            f"in tutor/checks/{c.module}.py")
             if not any(name == check for name, _ in ev.wrong):
                 todo.append(f"{where}: add a wrong implementation its check {check!r} fails "
-                            "to tests/catalogue/wrong_*.py")
+                            "to catalogue/wrong_*.py")
             if check not in ev.right:
-                todo.append(f"{where}: add a right alternative for check {check!r} to tests/catalogue/right_*.py")
-        if c.mistakes and not any(check in mistakes.VARIANTS for check in c.checks):
-            todo.append(f"{where}: compute its mistakes' wrong outputs in tutor/mistakes.py "
-                        f"(VARIANTS[{c.checks[0] if c.checks else c.name!r}]: (reference, case) -> [(id, thunk)])")
+                todo.append(f"{where}: add a right alternative for check {check!r} to catalogue/right_*.py")
+        if c.mistakes and not any(getattr(checks.CHECKS.get(check), "variants", None) for check in c.checks):
+            todo.append(f"{where}: compute its mistakes' wrong outputs in tutor/checks/{c.module}.py "
+                        f"(variants= of check {c.checks[0] if c.checks else c.name!r}: (reference, case) -> [Variant])")
         for mid in c.mistakes:
             if mid not in mistakes.MISTAKES:
-                todo.append(f"{where}: explain mistake {mid!r} in tutor/mistakes.py (MISTAKES, 中文 and English)")
+                todo.append(f"{where}: explain mistake {mid!r} in tutor/checks/{c.module}.py "
+                            "(define_mistakes, 中文 and English)")
             if not any(name in c.checks and named == mid for name, named in ev.wrong):
                 todo.append(f"{where}: add a wrong implementation its check names {mid!r} "
-                            "to tests/catalogue/wrong_*.py")
+                            "to catalogue/wrong_*.py")
     for check in {k for c in components for k in c.checks}:
         listed = {m for c in components if check in c.checks for m in c.mistakes}
         todo += [f"check {check!r}: the wrong catalogue proves it names {mid!r}; add it to a component's mistakes "
@@ -136,6 +141,12 @@ def checklist(components, ev):
                         "simulated classic-mistake student is quietly perfect")
     todo += [f"MUTATIONS[{lesson!r}] in tools/simulate_class.py is for no graded chapter; remove it"
              for lesson in sorted(ev.mutations) if not ev.lessons.get(lesson, {}).get("graded")]
+    for lesson, mutation in sorted(ev.mutation_mistakes.items()):
+        component = by_name.get(mutation[0])
+        if component is not None and mutation[1] not in component.mistakes:
+            todo.append(f"MUTATIONS[{lesson!r}] in tools/simulate_class.py makes {mutation[1]!r}: add it to "
+                        f"{mutation[0]}'s mistakes in contract/__init__.py (the drill bank reveals them, the wrong "
+                        "catalogue proves them)")
     return todo
 
 
@@ -164,11 +175,12 @@ NEW = contract.Component("frobnicate", "08", "llm", "graded", "a new component",
 def test_a_new_name_without_its_pieces_is_caught(evidence):
     missing = "\n".join(added(contract.COMPONENTS + (NEW,), evidence, evidence))
     for needed in ("define it in solutions/llm.py", 'add an exercise="frobnicate" cell to lessons/08_gpt.py',
-                   "write its check: @register('frobnicate') in tutor/checks.py",
+                   "declare its check: FunctionCheck('frobnicate', ...) or ModuleCheck('frobnicate', ...) in "
+                   "tutor/checks/llm.py",
                    "add a wrong implementation its check 'frobnicate' fails",
                    "add a right alternative for check 'frobnicate'",
-                   "explain mistake 'frobnicate_off_by_one' in tutor/mistakes.py",
-                   "compute its mistakes' wrong outputs in tutor/mistakes.py (VARIANTS['frobnicate']"):
+                   "explain mistake 'frobnicate_off_by_one' in tutor/checks/llm.py (define_mistakes",
+                   "compute its mistakes' wrong outputs in tutor/checks/llm.py (variants= of check 'frobnicate'"):
         assert needed in missing, f"the checklist does not ask to {needed!r}:\n{missing}"
 
 
@@ -204,14 +216,15 @@ def test_a_lesson_exercise_the_registry_does_not_know_is_caught(evidence):
 
 def test_the_exports_are_the_registry():
     missing = [c.name for c in contract.COMPONENTS if c.name not in solutions.__all__]
-    assert not missing, f"registered but defined nowhere in solutions/: {missing} (see the checklist test)"
+    assert not missing, (f"registered but not exported by solutions/__init__.py: {missing}: import each from its "
+                         "module there (the checklist test says where to define it)")
     assert solutions.__all__ == [c.name for c in contract.COMPONENTS]
 
 
 def test_checks_are_exactly_the_registered_ones():
     assert set(checks.CHECKS) == set(contract.CHECK_NAMES)
     with pytest.raises(KeyError, match="declare it in contract/__init__.py"):
-        checks.register("frobnicate")
+        FunctionCheck("frobnicate")
 
 
 def test_registry_entries_are_in_teaching_order():
@@ -252,21 +265,30 @@ def test_hand_written_doc_tables_name_registered_components(doc):
         assert rows and not [n for n in llm if n not in rows], "docs/CONTRACT_LLM.md: explain every LLM component"
 
 
+def test_a_mutation_whose_mistake_the_registry_does_not_list_is_caught(evidence):
+    ev = dataclasses.replace(evidence, mutation_mistakes={**evidence.mutation_mistakes,
+                                                          "04_ffn_layernorm": ("LayerNorm", "ln_eps_value")})
+    assert added(contract.COMPONENTS, ev, evidence) == [
+        "MUTATIONS['04_ffn_layernorm'] in tools/simulate_class.py makes 'ln_eps_value': add it to LayerNorm's "
+        "mistakes in contract/__init__.py (the drill bank reveals them, the wrong catalogue proves them)"]
+
+
 def test_a_mutation_for_no_graded_chapter_is_caught(evidence):
     ev = dataclasses.replace(evidence, mutations=evidence.mutations | {"10_tokenizers"})
     assert added(contract.COMPONENTS, ev, evidence) == [
         "MUTATIONS['10_tokenizers'] in tools/simulate_class.py is for no graded chapter; remove it"]
 
 
-def test_tables_keyed_by_check_name_only_registered_checks():
-    """The diagnosis tables are keyed by check name: a key the registry does not declare is a typo
-    (or a renamed check) whose variants would silently never run."""
-    for table in ("VARIANTS", "WIRING"):
-        unknown = set(getattr(mistakes, table)) - set(contract.CHECK_NAMES)
-        assert not unknown, f"tutor.mistakes.{table} has keys no registered check has: {sorted(unknown)}"
-    for table in ("PARTS", "OUTPUTS", "FORWARD"):
-        unknown = set(getattr(checks, table)) - set(contract.CHECK_NAMES)
-        assert not unknown, f"tutor.checks.{table} has keys no registered check has: {sorted(unknown)}"
+def test_each_check_lives_in_the_topic_module_of_its_component():
+    """A check is declared, with its cases, bugs and mistakes, in tutor/checks/<module>.py, the module
+    named like the solutions module of the component it proves."""
+    for c in contract.COMPONENTS:
+        for check in c.checks:
+            declared = checks.CHECKS[check]
+            where = (getattr(declared, "judge", None) or declared.cases).__module__
+            assert where == f"tutor.checks.{c.module}", f"check {check!r} is declared in {where}"
+    assert {topic.__name__.rsplit(".", 1)[1] for topic in checks.TOPICS} == \
+        {c.module for c in contract.COMPONENTS if c.checks}
 
 
 def test_registering_first_does_not_break_importing_solutions():

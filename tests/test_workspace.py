@@ -5,11 +5,10 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools.paths import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="`make` is not installed")
 

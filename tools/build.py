@@ -103,6 +103,11 @@ def reference_source(name, lesson, keep_markers):
         if BEGIN_SOLUTION not in code or END_SOLUTION not in code:
             raise LessonError(f"{lesson}: solutions.{name} has no {BEGIN_SOLUTION!r}/{END_SOLUTION!r} region")
         return code
+    return strip_markers(code)
+
+
+def strip_markers(code):
+    """``code`` without its solution-marker lines: the answer as a learner types it."""
     return "\n".join(line for line in code.split("\n") if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
 
 

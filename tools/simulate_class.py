@@ -41,7 +41,9 @@ from typing import NamedTuple
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+from grader.audit import defined
+from tools.paths import ROOT
+
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
 STUBBORN_LOOP = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
 MEMORY_BOMB = "keep = []\nwhile True:\n    keep.append(bytearray(10**8))  # 100 MB more each time"
@@ -272,8 +274,7 @@ def analyse(name, source_dir):
         reached = set()
         _flow(ast.parse(cell.source).body, depends, bool(meta.get("solution")), reached)
         if meta.get("solution"):
-            top = [n.name for n in ast.parse(cell.source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
-            info.exercises.append((index, top))
+            info.exercises.append((index, defined(cell.source)))  # what the audit takes for the exercise
         if meta.get("grade"):
             info.points[meta["grade_id"]] = float(meta["points"])
             info.grade_index[meta["grade_id"]] = index
@@ -283,8 +284,9 @@ def analyse(name, source_dir):
 
 def _solution_code(source_cell):
     """The reference answer as a learner would type it (solution markers dropped)."""
-    return "\n".join(line for line in source_cell.source.splitlines()
-                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    from tools.build import strip_markers
+
+    return strip_markers(source_cell.source)
 
 
 def _perfect(info):
@@ -325,12 +327,12 @@ def _stub_with(cell_source, replacement):
 
 
 def catalogue_mistakes():
-    """``[(check name, wrong object, mistake id, cell source)]`` from tests/catalogue/wrong_*.py."""
+    """``[(check name, wrong object, mistake id, cell source)]`` from catalogue/wrong_*.py."""
     import importlib
 
     found = []
-    for path in sorted((ROOT / "tests" / "catalogue").glob("wrong_*.py")):
-        module = importlib.import_module(f"tests.catalogue.{path.stem}")
+    for path in sorted((ROOT / "catalogue").glob("wrong_*.py")):
+        module = importlib.import_module(f"catalogue.{path.stem}")
         found += [(check, obj, mid, _as_cell(path.read_text(), obj.__name__)) for check, obj, mid in module.CASES]
     return found
 
@@ -404,7 +406,7 @@ def _mutated(info, perfect):
 
 
 def _catalogue_mistake(info, perfect):
-    """A catalogue mistake (tests/catalogue/wrong_*.py) for an exercise whose every graded cell
+    """A catalogue mistake (catalogue/wrong_*.py) for an exercise whose every graded cell
     runs its hidden check, so the expected loss is certain (catalogue classes are not written
     to pass the visible tests): the learner's cell rebinds the name to the wrong version."""
     from tutor.mistakes import explain
@@ -432,9 +434,9 @@ def _tamper_one_exercise(info, perfect):
 
 
 def idioms_by_exercise():
-    """{(chapter, exercise name): [Idiom, ...]} from tests/catalogue/idioms.py (right answers
+    """{(chapter, exercise name): [Idiom, ...]} from catalogue/idioms.py (right answers
     written the ways people really write Python)."""
-    from tests.catalogue.idioms import IDIOMS
+    from catalogue.idioms import IDIOMS
 
     found = {}
     for idiom in IDIOMS:
@@ -759,7 +761,7 @@ def main(argv=None):
     parser.add_argument("assignments", nargs="*", help="default: every folder in source/")
     parser.add_argument("-s", "--submission", action="append", help="a kind from --list (default: all kinds)")
     parser.add_argument("--idioms", action="store_true",
-                        help="also hand in every idiom of tests/catalogue/idioms.py (right answers: full marks)")
+                        help="also hand in every idiom of catalogue/idioms.py (right answers: full marks)")
     parser.add_argument("--timeout", type=int, default=30, help="per-cell timeout in the simulation")
     parser.add_argument("--workdir", help="course directory to create (default: a temp dir, kept)")
     parser.add_argument("--list", action="store_true", help="print the submission kinds and exit")

@@ -159,7 +159,7 @@ _PASSED = {}  # check name -> (object, result) of the grade() that just passed, 
 
 
 def _failure_line(name, obj, result):
-    if result.message.endswith(checks.NOT_IMPLEMENTED):
+    if result.not_implemented:
         return FINISH_FIRST_LINE.format(name=name, exercise=getattr(obj, "__name__", name))
     return f"❌ {result.message}"
 
@@ -230,7 +230,7 @@ def report(name, obj):
         return None
     if result.passed:
         print(f"✅ {result.message}")
-    elif result.message.endswith(checks.NOT_IMPLEMENTED):
+    elif result.not_implemented:
         print(NOT_IMPLEMENTED_LINE.format(name=name))
     else:
         print(f"❌ {result.message}")

@@ -14,10 +14,19 @@ changed back as it was, so a tampering costs the graded cell that meets it, and 
 it are graded by the real machinery again.
 """
 import os
+import pkgutil
 import sys
 
-WATCHED = ["builtins", "torch", "torch.testing", "torch.nn.functional", "numpy", "numpy.testing",
-           "tutor.checks", "tutor.grading", "tutor.guard", "tutor.mistakes", "tutor.integrity"]
+
+def _modules_of(package):
+    """The modules of the ``tutor`` subpackage ``package`` (found on disk, none imported)."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), package)
+    return [f"tutor.{package}.{m.name}" for m in pkgutil.iter_modules([folder])]
+
+
+WATCHED = (["builtins", "torch", "torch.testing", "torch.nn.functional", "numpy", "numpy.testing",
+            "tutor.checks", "tutor.grading", "tutor.guard", "tutor.mistakes", "tutor.integrity"]
+           + _modules_of("engine") + _modules_of("checks"))
 WATCHED_CLASSES = [("torch", "Tensor"), ("torch.nn", "Module")]
 # Names IPython swaps in and out of builtins around each cell; never used by the checks.
 INTERACTIVE_BUILTINS = {"exit", "quit", "copyright", "credits", "license", "help", "display", "get_ipython",

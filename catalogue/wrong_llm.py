@@ -25,6 +25,9 @@ class _GQA(GQA):
     def positions(self, T_past, T):
         return torch.arange(T_past, T_past + T)
 
+    def values(self, v, positions):
+        return v
+
     def forward(self, x, mask=None, cache=None):
         B, T, d = x.shape
         H, G, d_k = self.num_heads, self.num_kv_heads, self.d_k
@@ -34,7 +37,7 @@ class _GQA(GQA):
         T_past = 0 if cache is None else cache[0].size(2)
         if self.rope:
             pos = self.positions(T_past, T)
-            q, k = self.rotate(q, pos), self.rotate(k, pos)
+            q, k, v = self.rotate(q, pos), self.rotate(k, pos), self.values(v, pos)
         if cache is not None:
             k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
         out, _ = R["scaled_dot_product_attention"](q, self.expand(k), self.expand(v), mask)
@@ -53,6 +56,28 @@ class GQAHalfSplitRope(_GQA):
         ang = positions.to(t.dtype)[:, None] * theta
         a, b = t[..., : d // 2], t[..., d // 2:]  # bug: pairs (i, i + d/2)
         return torch.cat((a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()), dim=-1)
+
+
+class GQARopeOnValues(_GQA):
+    def values(self, v, positions):
+        return self.rotate(v, positions)  # bug: the values are rotated too
+
+
+class GQACacheBeforeRope(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        B, T, d = x.shape
+        H, G, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+        k = self.W_k(x).view(B, T, G, d_k).transpose(1, 2)  # (B, G, T, d_k)
+        v = self.W_v(x).view(B, T, G, d_k).transpose(1, 2)  # (B, G, T, d_k)
+        T_past = 0 if cache is None else cache[0].size(2)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)  # (B, G, T_past + T, d_k)
+        keys = k
+        if self.rope:  # bug: the cache keeps the keys before RoPE, all rotated again at every call
+            q, keys = self.rotate(q, self.positions(T_past, T)), self.rotate(k, torch.arange(k.size(2)))
+        out, _ = R["scaled_dot_product_attention"](q, self.expand(keys), self.expand(v), mask)  # (B, H, T, d_k)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, d)), (k, v)
 
 
 class GQACachePositionsReset(_GQA):
@@ -305,6 +330,8 @@ CASES = [
     ("GroupedQueryAttention", GQARepeat, "gqa_repeat_not_interleave"),
     ("GroupedQueryAttention", GQAHalfSplitRope, "rope_half_split"),
     ("GroupedQueryAttention", GQACachePositionsReset, "kv_cache_positions_reset"),
+    ("GroupedQueryAttention", GQARopeOnValues, "rope_on_values"),
+    ("GroupedQueryAttention", GQACacheBeforeRope, "kv_cache_before_rope"),
     ("SwiGLU", SwiGLUUpActivated, "swiglu_gate_wrong_branch"),
     ("SwiGLU", SwiGLUSigmoid, "swiglu_sigmoid_gate"),
     ("GPTBlock", BlockPostLN, "post_ln_instead_of_pre"),

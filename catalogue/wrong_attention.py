@@ -16,6 +16,11 @@ def softmax_always_last_axis(x, axis=-1):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def softmax_whole_array(x, axis=-1):
+    e = np.exp(x - x.max())
+    return e / e.sum()  # bug: the whole array sums to 1, not each slice along axis
+
+
 def attention_numpy_no_scale(Q, K, V, mask=None):
     scores = Q @ np.swapaxes(K, -1, -2)
     if mask is not None:
@@ -110,6 +115,7 @@ class SDPAModuleNoScale(torch.nn.Module):
 CASES = [
     ("softmax", softmax_no_max, "softmax_unstable"),
     ("softmax", softmax_always_last_axis, "softmax_ignores_axis"),
+    ("softmax", softmax_whole_array, "softmax_all_elements"),
     ("attention_numpy", attention_numpy_no_scale, "no_scale"),
     ("scaled_dot_product_attention", sdpa_no_scale, "no_scale"),
     ("scaled_dot_product_attention", sdpa_scale_by_dk, "scale_by_dk"),

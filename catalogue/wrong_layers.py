@@ -48,6 +48,13 @@ class EncoderNoResidual(_Enc):
         return self.norm2(x, self.dropout(self.ffn(x))), attn
 
 
+class EncoderIgnoresMask(_Enc):
+    def forward(self, x, src_mask=None):
+        a, attn = self.self_attn(x, x)  # bug: the padding mask is not passed on
+        x = self.norm1(x, self.dropout(a))
+        return self.norm2(x, self.dropout(self.ffn(x))), attn
+
+
 class EncoderPreLN(_Enc):
     def forward(self, x, src_mask=None):
         h = self.norm1.ln(x)
@@ -202,6 +209,7 @@ CASES = [
     ("make_subsequent_mask", causal_true_is_future, "causal_inverted"),
     ("EncoderLayer", EncoderNoResidual, "missing_residual"),
     ("EncoderLayer", EncoderPreLN, "pre_ln_instead_of_post"),
+    ("EncoderLayer", EncoderIgnoresMask, "src_mask_missing"),
     ("DecoderLayer", DecoderCrossUsesTargetMask, "cross_attn_target_mask"),
     ("DecoderLayer", DecoderNoCrossResidual, "missing_residual"),
     ("Transformer", TransformerUnscaledEmbeddings, "embed_not_scaled"),
