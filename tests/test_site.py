@@ -55,9 +55,9 @@ def test_sidebar_lists_every_chapter_in_teaching_order(staged):
 
 def test_every_page_has_a_title_and_the_run_locally_note(staged):
     for code, name, page in pages(staged):
-        texts = [c.source for c in page.cells if c.cell_type == "markdown"]
-        assert texts[0].startswith(f"# {name[:2]}"), f"{code}/{name}: the page's title is {texts[0][:40]!r}"
-        note = texts[1]
+        header = next(c.source for c in page.cells if c.cell_type == "markdown")
+        title, note = header.split("\n")[0], header.split(":::")[1]
+        assert title.startswith(f"# {name[:2]}"), f"{code}/{name}: the page's title is {title!r}"
         assert "git clone" in note and "make lab" in note and f"{name}.ipynb" in note, f"{code}/{name}: {note}"
 
 

@@ -163,10 +163,10 @@ def publishable(name, lang):
             cell.execution_count = solved.execution_count if cell.outputs else None
         if cell.metadata.get("jupyter", {}).get("source_hidden"):
             cell.metadata["tags"] = [PROVIDED_TAG]
-    first_text = next(i for i, c in enumerate(page.cells) if c.cell_type == "markdown")
-    page.cells.insert(first_text + 1, nbformat.v4.new_markdown_cell(
-        run_locally_note(lang, lang.note.format(path=(shown_path(lang.notebooks) / f"{name}.ipynb").as_posix())),
-        id=f"{name[:2]}_site_note"))
+    header = next(c for c in page.cells if c.cell_type == "markdown")  # the title first, then the note
+    title, _, text = header.source.partition("\n")
+    note = run_locally_note(lang, lang.note.format(path=(shown_path(lang.notebooks) / f"{name}.ipynb").as_posix()))
+    header.source = "\n\n".join([title, note, text.strip("\n")])
     return page
 
 

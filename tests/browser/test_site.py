@@ -112,11 +112,12 @@ def test_every_page_loads_with_links_images_math_and_the_note(tab, site, shots):
             if url in seen:
                 continue
             seen.add(url)
+            tab.errors.clear()
             response = tab.goto(url)
             assert response.ok, f"{url}: HTTP {response.status}"
             wait_for_math(tab)
-            name = url.rsplit("/", 1)[-1]
-            if name in ("search.html", "genindex.html"):
+            assert not tab.errors, f"{url}: errors in the page: {tab.errors}"
+            if url.endswith(("/search.html", "/genindex.html")):
                 continue
             broken = tab.eval_on_selector_all("img", "imgs => imgs.filter(i => !i.complete || !i.naturalWidth)"
                                                      ".map(i => i.src)")
@@ -126,13 +127,12 @@ def test_every_page_loads_with_links_images_math_and_the_note(tab, site, shots):
             assert tab.locator("mjx-merror").count() == 0, f"{url}: MathJax could not read a formula"
             note = tab.locator(".admonition.tip").first
             assert "make lab" in note.text_content() and "git clone" in note.text_content(), f"{url}: no run-it note"
-            assert not tab.errors, f"{url}: errors in the page: {tab.errors}"
-            for link in internal_links(tab, base) - checked_links:
+            links = internal_links(tab, base)
+            for link in links - checked_links:
                 checked_links.add(link)
                 status = tab.request.get(link).status
                 assert status == 200, f"{url} links to {link}: HTTP {status}"
-                if link.startswith(f"{base}/{lang}/") and link.endswith(".html"):
-                    todo.append(link)
+            todo += [link for link in links if link.startswith(f"{base}/{lang}/") and link.endswith(".html")]
         pages = {u.rsplit("/", 1)[-1][:-5] for u in seen}
         assert set(chapters) | {"index"} <= pages, f"{lang}: pages not reached from the sidebar: " \
                                                     f"{sorted(set(chapters) - pages)}"
@@ -158,6 +158,18 @@ def test_chapter_has_figures_math_and_copy_buttons(tab, site, shots):
         shots(tab, f"site-{lang}-2-figure")
         tab.locator(".math mjx-container").nth(3).scroll_into_view_if_needed()
         shots(tab, f"site-{lang}-3-math")
+
+
+@pytest.mark.parametrize("lang, query", [("zh", "softmax"), ("zh", "注意力"), ("en", "softmax")])
+def test_search_finds_the_chapter(tab, site, lang, query):
+    """Sphinx's search page, in both languages (Chinese words are split by jieba when indexed)."""
+    base, languages = site
+    if lang not in languages:
+        pytest.skip(f"{lang} is not built")
+    tab.goto(f"{base}/{lang}/search.html?q={query}")
+    results = tab.locator("#search-results li a").filter(has_text=re.compile(r"^01"))
+    results.first.wait_for()
+    assert not tab.errors, tab.errors
 
 
 def test_copy_button_copies_the_code(browser, tab, site):

@@ -32,7 +32,7 @@ html_theme_options = {
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None  # no build date: a rebuild of unchanged pages changes nothing
-html_context = {"course_language": SITE["language"]}
+html_context = {"course_language": SITE["language"], "default_mode": "light"}  # figures are drawn on white
 
 # Copy buttons on the code a reader runs: code cells and shell blocks, not outputs.
 copybutton_selector = "div.cell_input div.highlight pre, div.highlight-bash div.highlight pre"
