@@ -29,6 +29,7 @@ html_theme_options = {
     "use_repository_button": False,
     "article_header_end": ["language-switch.html", "toggle-secondary-sidebar.html"],
 }
+html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html"]}  # the header has the search field
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None  # no build date: a rebuild of unchanged pages changes nothing
