@@ -212,12 +212,12 @@ def stage(lang, languages, src):
 
 
 def sphinx(lang, src, out, doctrees):
-    """sphinx-build (incremental: its environment in ``doctrees`` says what changed); warnings are errors."""
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-d", str(doctrees),
-           str(src), str(out)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SiteError(f"{lang.code}: sphinx-build failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    """sphinx-build in this process (one start for every language; incremental: its environment in
+    ``doctrees`` says what changed); warnings are errors."""
+    from sphinx.cmd.build import build_main
+
+    if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(doctrees), str(src), str(out)]):
+        raise SiteError(f"{lang.code}: sphinx-build failed (its messages are above)")
 
 
 def mirror(src, dst):

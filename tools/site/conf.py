@@ -2,6 +2,7 @@
 it stages, with site.json: this language and the languages built (docs/MAINTAINING.md, "The web
 edition")."""
 import json
+import logging
 from pathlib import Path
 
 SITE = json.loads((Path(__file__).parent / "site.json").read_text(encoding="utf-8"))
@@ -34,6 +35,11 @@ html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None  # no build date: a rebuild of unchanged pages changes nothing
 html_context = {"course_language": SITE["language"], "default_mode": "light"}  # figures are drawn on white
+
+# Chinese search: jieba splits the text into words for the index. Sphinx would load jieba's own
+# dictionary a second time as a user dictionary (seconds on every build) unless told none.
+html_search_options = {"dict": ""}
+logging.getLogger("jieba").setLevel(logging.WARNING)  # not its "Building prefix dict ..." lines
 
 # Copy buttons on the code a reader runs: code cells and shell blocks, not outputs.
 copybutton_selector = "div.cell_input div.highlight pre, div.highlight-bash div.highlight pre"
