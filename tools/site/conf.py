@@ -34,7 +34,10 @@ html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html"]}  # the head
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None  # no build date: a rebuild of unchanged pages changes nothing
-html_context = {"course_language": SITE["language"], "default_mode": "light"}  # figures are drawn on white
+# In the configuration (not only read by language_links), so that Sphinx renders every page again
+# when a language is added or removed.
+html_context = {"course_language": SITE["language"], "course_languages_built": SITE["languages"],
+                "default_mode": "light"}  # the figures are drawn on white
 
 # Chinese search: jieba splits the text into words for the index. Sphinx would load jieba's own
 # dictionary a second time as a user dictionary (seconds on every build) unless told none.
