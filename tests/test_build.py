@@ -89,9 +89,9 @@ def test_solved_selfstudy_notebook_shows_only_green_checks(name):
 
 def compare_only_placeholders():
     """What the rules of tools/nbval_sanitize.cfg that apply only when nbval compares write (``~NUM`` ...)."""
-    stored = {replace for _, replace in build.stored_sanitize_patterns()}
+    stored = {replace.strip() for _, replace in build.stored_sanitize_patterns()}
     every = get_sanitize_patterns(build.SANITIZE_FILE.read_text(encoding="utf-8"))
-    return sorted({replace for _, replace in every} - stored)
+    return sorted({replace.strip() for _, replace in every} - stored)
 
 
 def test_some_rules_apply_only_when_comparing():
