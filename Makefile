@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab workspace reset test test-fast test-browser build lint
+.PHONY: setup lab workspace reset test test-fast test-browser build lint site site-serve
 
 # torch: the CPU build by default on Linux, from PyTorch's own wheel index (plain PyPI gives
 # Linux the CUDA build: about 20 nvidia-*/triton packages, several GB). `make setup TORCH=cuda`
@@ -97,16 +97,36 @@ test-fast: $(STAMP)
 # The course in a real browser (tests/browser/): `make lab` in a temporary copy, driven by
 # Playwright (requirements-browser.txt) in Debian's chromium; screenshots in build/browser-screenshots/.
 BROWSER_STAMP := $(VENV)/.browser-installed
+SITE_STAMP := $(VENV)/.site-installed
 
 $(BROWSER_STAMP): requirements-browser.txt $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-browser.txt
 	touch $@
 
-test-browser: $(BROWSER_STAMP)
+# The browser tests include the web edition's (tests/browser/test_site.py), which runs `make site`.
+test-browser: $(BROWSER_STAMP) $(SITE_STAMP)
 	$(PY) -m pytest tests/browser -m browser -v --durations=0
 
 build: $(STAMP)
 	$(PY) tools/build.py
+
+# The web edition (docs/MAINTAINING.md, "The web edition"): build/site/zh/, build/site/en/ (once
+# notebooks/en/ exists) from the self-study notebooks and the executed answer keys, with Sphinx +
+# MyST-NB (requirements-site.txt; MathJax comes from a PyPI package: nothing is fetched at run time).
+# Nothing is executed: run `make build` first when a lesson changed. Incremental: unchanged pages
+# are not rendered again.
+SITE_PORT ?= 8000
+
+$(SITE_STAMP): requirements-site.txt $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-site.txt
+	touch $@
+
+site: $(SITE_STAMP)
+	$(PY) -m tools.make_site
+
+site-serve: site
+	@echo "site: http://127.0.0.1:$(SITE_PORT)/ (Ctrl-C stops)"
+	$(PY) -m http.server $(SITE_PORT) --bind 127.0.0.1 --directory build/site
 
 # ruff's linter (pyproject.toml; lessons/ruff.toml for the lessons). `make test` runs it too
 # (tests/test_lint.py). `$(PY) -m ruff check --fix .` fixes import order and the like.

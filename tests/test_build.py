@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from nbval.plugin import get_sanitize_patterns
 
 from pipeline_helpers import LESSONS, ROOT, build, copy_build_inputs, nbgrader_meta, read_nb
 
@@ -84,6 +85,36 @@ def test_solved_selfstudy_notebook_shows_only_green_checks(name):
             assert text.startswith("✅") and "❌" not in text, f"{name}: check cell {cell.id} is not green:\n{text}"
             checked += 1
     assert checked or not exercises, f"{name}: no check cell found for the exercises {sorted(exercises)}"
+
+
+def compare_only_placeholders():
+    """What the rules of tools/nbval_sanitize.cfg that apply only when nbval compares write (``~NUM`` ...)."""
+    stored = {replace.strip() for _, replace in build.stored_sanitize_patterns()}
+    every = get_sanitize_patterns(build.SANITIZE_FILE.read_text(encoding="utf-8"))
+    return sorted({replace.strip() for _, replace in every} - stored)
+
+
+def test_some_rules_apply_only_when_comparing():
+    assert {"~NUM", "PROGRESS-BAR"} <= set(compare_only_placeholders())
+    assert "DURATION" in {replace for _, replace in build.stored_sanitize_patterns()}
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_answer_key_holds_real_outputs(name):
+    """What a reader opens (the answer key, the web edition) shows real numbers and figures: every
+    matplotlib figure is stored as a PNG, and no placeholder of a rule that nbval applies only when
+    comparing is stored (``~NUM``, ``PROGRESS-BAR``)."""
+    key = read_nb(ROOT / "solutions" / "answer_keys" / f"{name}.ipynb")
+    placeholders = compare_only_placeholders()
+    for cell in (c for c in key.cells if c.cell_type == "code"):
+        for output in cell.outputs:
+            data = output.get("data", {})
+            if data.get("text/plain", "").startswith("<Figure size"):
+                assert "image/png" in data, f"{name}: cell {cell.id} stores a figure without its PNG -- `make build`"
+            text = output.get("text", "") + "".join(v for v in data.values() if isinstance(v, str) and
+                                                    not v.startswith("iVBOR"))
+            found = [p for p in placeholders if p in text]
+            assert not found, f"{name}: cell {cell.id} stores {found} instead of the real output -- `make build`"
 
 
 def test_no_answer_key_without_a_lesson():

@@ -5,7 +5,7 @@
       -> release/NN_topic/                   (``nbgrader generate_assignment NN_topic --no-db --force``)
       -> notebooks/NN_topic.ipynb            (self-study edition: stubs + visible checks)
       -> solutions/answer_keys/NN_topic.ipynb (self-study notebook with the solutions in place,
-                                                executed, outputs sanitised)
+                                                executed: real outputs and figures, timings sanitised)
     lessons/en/NN_topic.po                   (the English of every markdown cell, tools/translate.py)
       -> notebooks/en/NN_topic.ipynb         (the English self-study edition: the same code cells and
                                                 cell ids, English markdown)
@@ -74,7 +74,8 @@ HAND_IN = ("\n\n> **交作业（hand in）**：如果课程用 nbgrader 评分�
 HAND_IN_EN = ("\n\n> **Hand in**: if your course is graded with nbgrader, hand in this notebook file itself, "
               "`{name}.ipynb` (a copy your browser renamed on download, such as `{name} (1).ipynb`, is recognised "
               "too); the copy in `workspace/en/` that `make lab COURSE_LANG=en` opens can be handed in as it is.")
-VOLATILE_MIME = ("image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json")
+VOLATILE_MIME = ("application/vnd.jupyter.widget-view+json",)  # a widget's model id is random
+STORED_SANITISED = "stored: sanitised"  # tools/nbval_sanitize.cfg: the rules the stored outputs get too
 
 
 class LessonError(ValueError):
@@ -450,8 +451,11 @@ def generate_release(names, everything):
             raise RuntimeError(f"release/{name}/ must hold only {name}.ipynb, found {files}")
 
 
-def sanitize_patterns():
-    return get_sanitize_patterns(SANITIZE_FILE.read_text(encoding="utf-8"))
+def stored_sanitize_patterns():
+    """(regex, replacement) pairs, as nbval reads them, of the sections of tools/nbval_sanitize.cfg
+    marked ``stored: sanitised``: what changes from run to run on one machine."""
+    sections = re.split(r"^(?=\[)", SANITIZE_FILE.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return get_sanitize_patterns("".join(s for s in sections if re.search(rf"^{STORED_SANITISED}$", s, re.M)))
 
 
 def sanitize_text(text, patterns):
@@ -461,12 +465,16 @@ def sanitize_text(text, patterns):
 
 
 def sanitize_outputs(executed, source):
-    """Keep the executed outputs, sanitised with tools/nbval_sanitize.cfg; metadata as in ``source``.
+    """Keep the executed outputs as a reader should see them: real numbers, figures as PNG; only
+    what changes from run to run on one machine is sanitised (the ``stored: sanitised`` rules of
+    tools/nbval_sanitize.cfg); streams coalesced as nbval does; metadata as in ``source``.
 
-    Figures are dropped from the stored outputs (their ``text/plain`` line stays, nbval ignores
-    PNG anyway) to keep the repository small; the build fails if a figure did not render.
+    nbval compares with every rule of the file and ignores PNG bytes, so the stored numbers need
+    only be reproducible here (seeded runs), and a figure that stops rendering still fails: its
+    ``<Figure size ... with N Axes>`` line is compared. matplotlib writes no date into a PNG: a
+    rebuild on the same machine gives the same bytes.
     """
-    patterns = sanitize_patterns()
+    patterns = stored_sanitize_patterns()
     executed.metadata = copy.deepcopy(source.metadata)
     for cell, src_cell in zip(executed.cells, source.cells):
         cell.metadata = copy.deepcopy(src_cell.metadata)
@@ -474,18 +482,17 @@ def sanitize_outputs(executed, source):
             continue
         outputs = []  # execution counts stay (1, 2, ... in order): nbval skips cells without one
         for output in coalesce_streams(cell.outputs):
-            output.pop("metadata", None)
+            shown_as = output.pop("metadata", {})
             if output.output_type in ("display_data", "execute_result"):
-                output.metadata = {}
                 data = output.data
-                if "image/png" in data and "text/plain" not in data:
-                    data["text/plain"] = "<Figure>"
                 for mime in VOLATILE_MIME:
                     data.pop(mime, None)
                 if not data:
                     continue
+                # a retina PNG's size on screen (half its pixels: tutor/plots.py), nothing else
+                output.metadata = {mime: shown_as[mime] for mime in sorted(shown_as) if mime in data}
                 for mime, value in data.items():
-                    if isinstance(value, str):
+                    if isinstance(value, str) and mime.startswith("text/"):
                         data[mime] = sanitize_text(value, patterns)
             elif output.output_type == "stream":
                 output.text = sanitize_text(output.text, patterns)

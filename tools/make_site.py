@@ -1,0 +1,283 @@
+"""The web edition (`make site`): a static site per language from the notebooks, offline.
+
+    notebooks/NN_topic.ipynb (zh), notebooks/en/NN_topic.ipynb (en)   the self-study text: stubs
+  + solutions/answer_keys/NN_topic.ipynb                              the executed outputs, by cell id
+    -> build/site-cache/<lang>/src/                                   staged pages (rewritten only when
+                                                                      their bytes change)
+    -> build/site-cache/<lang>/html/ -> build/site/<lang>/            Sphinx + MyST-NB, incremental
+
+What a page shows (docs/MAINTAINING.md, "The web edition"): the self-study notebook's text and
+code, exercises as the learner's stubs; the answer key's outputs (real numbers, PNG figures) of
+every cell whose code is the same in both, so never the output of a solved exercise nor one that
+prints reference code (a drill's reveal); code provided from earlier chapters (collapsed in the
+notebook) is left out, its outputs stay. Nothing is executed here: the outputs are those
+tools/build.py stored, and Sphinx re-renders only the pages whose staged file changed.
+
+Usage (from the repository root): ``.venv/bin/python -m tools.make_site [--lang zh en]``.
+A language is built when its notebook folder holds every chapter; one that holds none is
+skipped with a note, a partial one is an error.
+"""
+import argparse
+import copy
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from tools import build
+
+ROOT = build.ROOT
+SITE = ROOT / "build" / "site"
+CACHE = ROOT / "build" / "site-cache"
+CONFIG = ROOT / "tools" / "site"  # conf.py, templates and CSS, copied into every staged source
+SOLUTION_REGION = re.compile(rf"^\s*{build.BEGIN_SOLUTION}\n(.*?)^\s*{build.END_SOLUTION}", re.M | re.S)
+PROVIDED_TAG = "remove-input"  # MyST-NB: the cell's code is not rendered, its outputs are
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str        # folder under build/site/
+    sphinx: str      # Sphinx's language (its own words: search, navigation)
+    label: str       # in the language switch
+    notebooks: Path  # the self-study edition in this language
+    title: str
+    intro: str
+    note_title: str
+    note: str        # atop a chapter; {path}: its notebook in the repository
+    about: str       # atop the home page
+    lab_hint: str
+    toc_caption: str
+
+
+LANGUAGES = {
+    "zh": Language(
+        code="zh", sphinx="zh_CN", label="中文", notebooks=build.NOTEBOOKS,
+        title="手撕 Transformer",
+        intro=("一门开放课程：在 PyTorch 里从零实现 Transformer，一章一个 Jupyter 笔记本。"
+               "每个练习之后，检查（check）会告诉你代码对不对、**错在哪里**。"),
+        note_title="在自己的电脑上运行",
+        note=("这是笔记本 `{path}` 的网页版，供阅读：练习处是等你补全的代码框架（stub），"
+              "输出和图是参考答案运行的结果（练习本身的输出不显示）。"
+              "要运行并完成练习（需要 Python ≥ 3.11 和 `make`，不需要 GPU）："),
+        about=("每一章是 `{path}/` 里一个自学笔记本的网页版，供阅读："
+               "练习处是等你补全的代码框架（stub），输出和图是参考答案运行的结果。"
+               "要运行并完成练习（需要 Python ≥ 3.11 和 `make`，不需要 GPU）："),
+        lab_hint="`make lab` 第一次运行时安装环境，然后在 JupyterLab 里打开你的 `workspace/`。",
+        toc_caption="章节"),
+    "en": Language(
+        code="en", sphinx="en", label="English", notebooks=build.NOTEBOOKS / "en",
+        title="Transformer from Scratch (手撕 Transformer)",
+        intro=("An open course: implement a Transformer from scratch in PyTorch, one Jupyter notebook per "
+               "chapter. After every exercise a check tells you whether your code is right **and why not**."),
+        note_title="Run it on your own computer",
+        note=("This is the web version of the notebook `{path}`, for reading: exercises are the stubs you "
+              "fill in, outputs and figures come from running the reference answers (an exercise's own "
+              "output is not shown). To run it and do the exercises (Python ≥ 3.11 and `make`, no GPU):"),
+        about=("Each chapter is the web version of a self-study notebook in `{path}/`, for reading: exercises "
+               "are the stubs you fill in, outputs and figures come from running the reference answers. To run "
+               "them and do the exercises (Python ≥ 3.11 and `make`, no GPU):"),
+        lab_hint=("`make lab` sets the environment up on its first run, then opens your `workspace/` in "
+                  "JupyterLab (the README says how to choose the English edition)."),
+        toc_caption="Chapters"),
+}
+
+
+class SiteError(RuntimeError):
+    """The site cannot be built as asked (a language half translated, a notebook out of step)."""
+
+
+def write_if_changed(path, text):
+    """Write ``text`` unless ``path`` already holds it: an unchanged page keeps its mtime, so
+    Sphinx's incremental build leaves it alone. Returns whether the file was written."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def shown_path(path):
+    """``path`` relative to the repository where it is inside it (messages, the note's path)."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def available_languages(codes):
+    """The languages of ``codes`` whose notebooks exist (every chapter): [(Language, note)]."""
+    chapters, found = build.lesson_names(), []
+    for code in codes:
+        lang = LANGUAGES[code]
+        have = {p.stem for p in lang.notebooks.glob("*.ipynb")}
+        missing = [c for c in chapters if c not in have]
+        if len(missing) == len(chapters):
+            print(f"site: {code}: no notebooks in {shown_path(lang.notebooks)}/ yet, skipped", flush=True)
+            continue
+        if missing:
+            raise SiteError(f"{code}: {shown_path(lang.notebooks)}/ lacks {missing}: build every chapter "
+                            "in this language first (a half-translated site would link to missing pages)")
+        found.append(lang)
+    return found
+
+
+def solution_lines(key):
+    """Significant lines (12 characters or more, no comment) of the answer key's solution regions."""
+    lines = set()
+    for cell in key.cells:
+        for region in SOLUTION_REGION.findall(cell.source) if cell.cell_type == "code" else []:
+            lines |= {t for t in (line.strip() for line in region.split("\n")) if len(t) >= 12 and t[0] != "#"}
+    return lines
+
+
+def output_text(output):
+    """The text an output shows (streams, text/* data, an error's traceback)."""
+    if output.output_type == "stream":
+        return output.text
+    if output.output_type == "error":
+        return "\n".join(output.get("traceback", []))
+    return "\n".join(v for k, v in output.get("data", {}).items() if k.startswith("text/") and isinstance(v, str))
+
+
+def publishable(name, lang):
+    """The page of chapter ``name`` in ``lang``: the self-study notebook with the answer key's
+    outputs where the code is the same, none that shows reference code; provided code left out."""
+    page = nbformat.read(lang.notebooks / f"{name}.ipynb", as_version=4)
+    key = nbformat.read(build.ANSWER_KEYS / f"{name}.ipynb", as_version=4)
+    keyed = {c.id: c for c in key.cells if c.cell_type == "code"}
+    code_ids = [c.id for c in page.cells if c.cell_type == "code"]
+    if code_ids != list(keyed):
+        raise SiteError(f"{lang.code}/{name}: its code cells differ from the answer key's (ids {code_ids[:3]}... vs "
+                        f"{list(keyed)[:3]}...): rebuild it (tools/build.py) before the site")
+    secret = solution_lines(key)
+    for cell in page.cells:
+        if cell.cell_type != "code":
+            continue
+        solved = keyed[cell.id]
+        if solved.source == cell.source:  # an exercise's cell differs: the stub is shown, without outputs
+            cell.outputs = [copy.deepcopy(o) for o in solved.outputs
+                            if not any(line in output_text(o) for line in secret)]
+            cell.execution_count = solved.execution_count if cell.outputs else None
+        if cell.metadata.get("jupyter", {}).get("source_hidden"):
+            cell.metadata["tags"] = [PROVIDED_TAG]
+    header = next(c for c in page.cells if c.cell_type == "markdown")  # the title first, then the note
+    title, _, text = header.source.partition("\n")
+    note = run_locally_note(lang, lang.note.format(path=(shown_path(lang.notebooks) / f"{name}.ipynb").as_posix()))
+    header.source = "\n\n".join([title, note, text.strip("\n")])
+    return page
+
+
+def repository_url():
+    """What `git clone` takes: the remote the site was built from when it is a web address."""
+    proc = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True)
+    url = proc.stdout.strip()
+    return url if proc.returncode == 0 and url.startswith(("https://", "http://")) else "<repository URL>"
+
+
+def run_locally_note(lang, text):
+    """The "run it on your own computer" box at the top of every page (MyST): ``text``, then how."""
+    return "\n".join([
+        f":::{{admonition}} {lang.note_title}", ":class: tip", "", text, "",
+        "```bash", f"git clone {repository_url()} shousi-transformer && cd shousi-transformer", "make lab", "```",
+        "", lang.lab_hint, ":::"])
+
+
+def index_page(lang, chapters):
+    """The language's home page: what the course is, how to run it, every chapter (the sidebar)."""
+    about = lang.about.format(path=shown_path(lang.notebooks).as_posix())
+    return "\n".join([f"# {lang.title}", "", lang.intro, "", run_locally_note(lang, about), "",
+                      "```{toctree}", ":maxdepth: 1", f":caption: {lang.toc_caption}", "", *chapters, "```", ""])
+
+
+def stage(lang, languages, src):
+    """Write the Sphinx source of ``lang`` into ``src``; returns the names of the files written."""
+    chapters = build.lesson_names()
+    written = []
+    settings = {"language": lang.code, "sphinx_language": lang.sphinx, "title": lang.title,
+                "languages": [[other.code, other.label] for other in languages]}
+    files = {"site.json": json.dumps(settings, ensure_ascii=False, indent=1) + "\n",
+             "index.md": index_page(lang, chapters)}
+    files |= {f"{name}.ipynb": nbformat.writes(publishable(name, lang)) + "\n" for name in chapters}
+    files |= {str(p.relative_to(CONFIG)): p.read_text(encoding="utf-8") for p in sorted(CONFIG.rglob("*"))
+              if p.is_file() and "__pycache__" not in p.parts}
+    for rel, text in files.items():
+        if write_if_changed(src / rel, text):
+            written.append(rel)
+    for stale in [p for p in src.rglob("*") if p.is_file() and str(p.relative_to(src)) not in files]:
+        stale.unlink()
+    return written
+
+
+def sphinx(lang, src, out, doctrees):
+    """sphinx-build in this process (one start for every language; incremental: its environment in
+    ``doctrees`` says what changed); warnings are errors."""
+    from sphinx.cmd.build import build_main
+
+    if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(doctrees), str(src), str(out)]):
+        raise SiteError(f"{lang.code}: sphinx-build failed (its messages are above)")
+
+
+def mirror(src, dst):
+    """Make ``dst`` a copy of ``src``, copying only files whose size or mtime differ (Sphinx's output
+    folder sits in the cache: MyST-NB writes its image folder beside it, which is not for the site)."""
+    keep = set()
+    for path in src.rglob("*"):
+        if path.is_file():
+            rel = path.relative_to(src)
+            keep.add(rel)
+            target, stat = dst / rel, path.stat()
+            same = target.exists() and (target.stat().st_size, target.stat().st_mtime_ns) == (stat.st_size,
+                                                                                              stat.st_mtime_ns)
+            if not same:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+    for path in sorted(dst.rglob("*"), reverse=True):
+        if path.is_file() and path.relative_to(dst) not in keep:
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
+def landing_page(languages):
+    """build/site/index.html: the first language, with a link to each."""
+    links = " · ".join(f'<a href="{lang.code}/index.html" hreflang="{lang.code}">{lang.label}</a>'
+                       for lang in languages)
+    first = languages[0].code
+    return (f'<!DOCTYPE html>\n<html lang="{first}"><head><meta charset="utf-8">'
+            f'<meta http-equiv="refresh" content="0; url={first}/index.html">'
+            f"<title>{languages[0].title}</title></head><body><p>{links}</p></body></html>\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lang", nargs="+", choices=sorted(LANGUAGES), default=list(LANGUAGES),
+                        help="languages to build (default: every one whose notebooks exist)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        languages = available_languages(args.lang)
+        if not languages:
+            raise SiteError(f"no notebooks for {args.lang}")
+        for lang in languages:
+            began = time.perf_counter()
+            src = CACHE / lang.code / "src"
+            written = stage(lang, languages, src)
+            sphinx(lang, src, CACHE / lang.code / "html", CACHE / lang.code / "doctrees")
+            mirror(CACHE / lang.code / "html", SITE / lang.code)
+            pages = len(list((SITE / lang.code).glob("*.html")))
+            print(f"site: {lang.code}: {pages} pages in build/site/{lang.code}/ ({len(written)} staged files "
+                  f"changed) in {time.perf_counter() - began:.1f} s", flush=True)
+        for stale in [p for p in SITE.iterdir() if p.is_dir() and p.name in LANGUAGES
+                      and p.name not in {lang.code for lang in languages}]:
+            shutil.rmtree(stale)
+        write_if_changed(SITE / "index.html", landing_page(languages))
+    except SiteError as exc:
+        sys.exit(f"site: {exc}")
+    print(f"site: build/site/ in {time.perf_counter() - start:.1f} s; `make site-serve` serves it", flush=True)
+
+
+if __name__ == "__main__":
+    main()
