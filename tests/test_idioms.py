@@ -172,7 +172,8 @@ def test_idioms_stay_from_scratch():
 
 
 @pytest.mark.parametrize("idiom", IDIOMS, ids=[idiom.id for idiom in IDIOMS])
-def test_idiom_passes_visible_and_hidden_tests(idiom):
+def test_idiom_passes_visible_and_hidden_tests(idiom, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # as graded: chapters 07 and 08 train only a little
     run_idiom(idiom)
 
 
