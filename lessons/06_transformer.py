@@ -474,9 +474,9 @@ except NotImplementedError:
           "the timing needs greedy_decode (section 6) and this section's optional greedy_decode_cached")
 
 # %% [markdown]
-# 生成的 token 越多，加速越明显：不带缓存时第 $t$ 步要算 $O(t\,d^2 + t^2 d)$（重算整个前缀的投影、FFN 和注意力），
+# 生成的 token 越多，缓存省下的计算越多：不带缓存时第 $t$ 步要算 $O(t\,d^2 + t^2 d)$（重算整个前缀的投影、FFN 和注意力），
 # 带缓存时只算 $O(d^2 + t\,d)$（一个位置的投影、FFN，加上与 $t$ 个缓存键的点积）——每步从随 $t$ 增长变成基本是常数。
-# 短序列时加速有限，因为每步固定的开销（Python 循环、小矩阵乘）占了大头。在 GPU 上、大模型里，KV 缓存是所有生成式推理的标配。
+# 短序列时加速有限，因为每步固定的开销（Python 循环、小矩阵乘）占了大头；在这样的小模型上，测出的倍数还随机器负载起伏。在 GPU 上、大模型里，KV 缓存是所有生成式推理的标配。
 #
 # 另一个常见的选做是**束搜索（beam search）**：每步保留得分最高的 $k$ 个前缀而不是 1 个，按对数概率之和（常配长度惩罚）排序。
 # 翻译任务里它比贪心解码好一些（原论文用 beam size 4、长度惩罚 $\alpha = 0.6$）；开放式生成里更常用采样（temperature、top-k、top-p）。
