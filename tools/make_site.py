@@ -214,8 +214,10 @@ def stage(lang, languages, src):
 def sphinx(lang, src, out, doctrees):
     """sphinx-build in this process (one start for every language; incremental: its environment in
     ``doctrees`` says what changed); warnings are errors."""
+    import sphinx.locale
     from sphinx.cmd.build import build_main
 
+    sphinx.locale.translators.clear()  # Sphinx caches its UI words per process: the last language's otherwise
     if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(doctrees), str(src), str(out)]):
         raise SiteError(f"{lang.code}: sphinx-build failed (its messages are above)")
 
