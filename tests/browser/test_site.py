@@ -196,6 +196,10 @@ def test_language_switch_lands_on_the_same_chapter(tab, site, shots):
             tab.locator(f".course-language-switch a[hreflang='{other}']").first.click()
             tab.wait_for_url(f"{base}/{other}/{CHAPTER}.html")
             assert tab.locator("html").get_attribute("lang").startswith(other[:2])
+    if "en" in languages:  # the theme's own words (search, contents) in the page's language too
+        tab.goto(f"{base}/en/{CHAPTER}.html")
+        chrome = tab.locator(".bd-header, .bd-sidebar-secondary").all_text_contents()
+        assert not re.search(r"[\u4e00-\u9fff]", " ".join(chrome)), f"Chinese in the English page's chrome: {chrome}"
     shots(tab, "site-language-switched")
 
 
