@@ -155,18 +155,26 @@ def launch(path, argv, memory_mb, cpu_s):
     return True
 
 
-def start_server(folder):
-    """Start a server for this process (it exits with it); returns its socket path."""
+def spawn(module, folder, tries=600):
+    """Start ``python -m <module> <socket> <this pid>`` (a server that exits with this process) and
+    wait up to ``tries`` × 50 ms for its socket; returns the socket's path (absent if it never came)."""
     import subprocess
 
-    path = os.path.join(folder, f"forkserver-{os.getpid()}.sock")
-    subprocess.Popen([sys.executable, "-m", "grader.forkserver", path, str(os.getpid())],
+    name = module.rsplit(".", 1)[-1]
+    path = os.path.join(folder, f"{name}-{os.getpid()}.sock")
+    subprocess.Popen([sys.executable, "-m", module, path, str(os.getpid())],
                      stdin=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(600):  # the preload takes a few seconds
+    for _ in range(tries):  # the preload takes a few seconds
         if os.path.exists(path):
-            return path
+            break
         time.sleep(0.05)
     return path
+
+
+def start_server(folder):
+    """Start a server for this process (it exits with it); returns its socket path (a launcher that
+    finds nothing there starts its kernel the ordinary way)."""
+    return spawn("grader.forkserver", folder)
 
 
 if __name__ == "__main__":

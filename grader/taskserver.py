@@ -17,12 +17,10 @@ of another task in it (the server runs no course code and no learner code).
 Linux only; elsewhere ``grader.cluster`` starts ``nbgrader`` as a new process.
 """
 import os
-import subprocess
 import sys
 import threading
-import time
 
-from grader.forkserver import _exit_with, _receive, _send, listen
+from grader.forkserver import _exit_with, _receive, _send, listen, spawn
 
 PRELOAD = ("nbgrader.apps.nbgraderapp", "grader.hardening", "grader.execution", "sqlalchemy", "psycopg")
 
@@ -94,14 +92,10 @@ class Server:
 
 def start_server(folder):
     """Start a server for this process (it exits with it); returns its socket path."""
-    path = os.path.join(folder, f"taskserver-{os.getpid()}.sock")
-    subprocess.Popen([sys.executable, "-m", "grader.taskserver", path, str(os.getpid())],
-                     stdin=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(1200):  # the preload takes a few seconds
-        if os.path.exists(path):
-            return path
-        time.sleep(0.05)
-    raise RuntimeError(f"the task server did not start ({path})")
+    path = spawn("grader.taskserver", folder, tries=1200)
+    if not os.path.exists(path):
+        raise RuntimeError(f"the task server did not start ({path})")
+    return path
 
 
 def run(path, args, cwd, env, log_path):
