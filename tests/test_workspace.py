@@ -13,9 +13,14 @@ from tools.paths import ROOT
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="`make` is not installed")
 
 
-def make(folder, *args):
+# Run as a top-level make even under `make test`: a sub-make (MAKELEVEL in the environment) prints
+# "Entering directory" lines that these tests would read as output.
+ENV = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+
+
+def make(folder, *args, env=ENV):
     return subprocess.run(["make", "-f", str(ROOT / "Makefile"), *args], cwd=folder, capture_output=True,
-                          text=True, check=True).stdout
+                          text=True, check=True, env=env).stdout
 
 
 def test_workspace_keeps_learner_work_adds_new_chapters_and_resets_one(tmp_path):
@@ -47,8 +52,7 @@ def test_english_edition_has_its_own_workspace_and_leaves_the_chinese_one_alone(
     make(tmp_path, "workspace")
     chinese = tmp_path / "workspace" / "01_a.ipynb"
     chinese.write_text("我的答案")
-    out = subprocess.run(["make", "-f", str(ROOT / "Makefile"), "workspace"], cwd=tmp_path, capture_output=True,
-                         text=True, check=True, env={**os.environ, "LANG": "en_US.UTF-8"}).stdout
+    out = make(tmp_path, "workspace", env={**ENV, "LANG": "en_US.UTF-8"})
     assert out == "" and not (tmp_path / "workspace" / "en").exists()
     assert "workspace/en/01_a.ipynb" in make(tmp_path, "workspace", "LANG=en")
     english = tmp_path / "workspace" / "en" / "01_a.ipynb"
@@ -59,7 +63,7 @@ def test_english_edition_has_its_own_workspace_and_leaves_the_chinese_one_alone(
     assert english.read_text() == "en 01" and chinese.read_text() == "我的答案"
     assert [p.read_text() for p in (tmp_path / "workspace" / "en" / "backup").iterdir()] == ["my answer"]
     proc = subprocess.run(["make", "-f", str(ROOT / "Makefile"), "workspace", "COURSE_LANG=fr"], cwd=tmp_path,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=ENV)
     assert proc.returncode != 0 and "zh or en" in proc.stdout + proc.stderr
 
 
@@ -67,7 +71,7 @@ def test_reset_names_the_chapters_when_the_name_is_wrong(tmp_path):
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "01_a.ipynb").write_text("fresh 01")
     proc = subprocess.run(["make", "-f", str(ROOT / "Makefile"), "reset", "CHAPTER=1_a"], cwd=tmp_path,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=ENV)
     assert proc.returncode != 0 and "01_a" in proc.stdout + proc.stderr
     assert not (tmp_path / "workspace").exists()
 
