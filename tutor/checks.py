@@ -160,6 +160,11 @@ def _num(v):
 def _compare(key, expected, got):
     """None when ``got`` matches ``expected``; otherwise a one-line bilingual reason."""
 
+    if isinstance(expected, str):  # text (chapter 11's BPE merges and tokens): exactly equal, both shown
+        if got == expected:
+            return None
+        return f"{key}: 期望 / expected {expected[:300]!r}, 得到 / got {str(got)[:300]!r}"
+
     if isinstance(expected, float):
         if not isinstance(got, (float, int)) and not (isinstance(got, torch.Tensor) and got.numel() == 1):
             return f"{key}: 应为 Python float / must be a Python float, got {type(got).__name__}"
@@ -1697,3 +1702,8 @@ def run_check(name, obj):
         raise KeyError(f"未知检查 / unknown check {name!r}; known: {', '.join(CHECKS)}")
     with _sandbox():
         return CHECKS[name](obj)
+
+
+# Chapter 08's training pieces (warmup_cosine_lr, clip_grad_norm, AdamW) and chapter 11's BPE (issue 24)
+# live in modules of their own, with their mistakes and variants; importing them registers their checks.
+from . import tokenizer_checks, training_checks  # noqa: E402,F401
