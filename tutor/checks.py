@@ -1705,5 +1705,9 @@ def run_check(name, obj):
 
 
 # Chapter 08's training pieces (warmup_cosine_lr, clip_grad_norm, AdamW) and chapter 11's BPE (issue 24)
-# live in modules of their own, with their mistakes and variants; importing them registers their checks.
-from . import tokenizer_checks, training_checks  # noqa: E402,F401
+# live in modules of their own, with their mistakes and variants (tutor.mistakes loads those); here their
+# checks join the registry.
+from . import tokenizer_checks, training_checks  # noqa: E402
+
+training_checks.install()
+tokenizer_checks.install()

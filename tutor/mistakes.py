@@ -1345,3 +1345,8 @@ def _no_graph_rule(case, expected, got):
 # token, right tokens with another score, gradients missing).
 RULES = {"*": _no_graph_rule, "sample_next_token": _sample_rule, "generate": _generate_rule,
          "beam_search": _beam_rule}
+
+
+# Chapter 08's training pieces and chapter 11's BPE (issue 24) keep their explanations and variants next to
+# their checks; importing them adds both to MISTAKES and VARIANTS above.
+from . import tokenizer_checks, training_checks  # noqa: E402,F401

@@ -6,7 +6,6 @@ and the wrong variants that name them (``VARIANTS``), added to ``tutor.checks`` 
 (merges written ``a+b``, tokens separated by spaces), so a message shows both sides readably.
 """
 from . import mistakes
-from .checks import Case, _function_check, _run, register, solutions
 
 END = "</w>"
 
@@ -81,8 +80,9 @@ def _learn_variants(_, case):
             ("bpe_pairs_not_weighted", lambda: {"merges": _merges_text(_learn([(s, 1) for s, _ in words], n))})]
 
 
-@register("learn_bpe")
 def check_learn_bpe(fn):
+    from .checks import Case, _function_check, _run, solutions
+
     cases = [Case(f"{label}, num_merges={n}", {}, {"word_freqs": corpus, "num_merges": n}) for label, corpus, n in [
         ("Sennrich 2016: low 5, lower 2, newest 6, widest 3", {"low": 5, "lower": 2, "newest": 6, "widest": 3}, 10),
         ("词频决定次序 / frequencies decide: hug 10, pug 5, pun 12, bun 4, hugs 5",
@@ -119,8 +119,9 @@ def _encode_variants(_, case):
             ("bpe_no_end_of_word", lambda: {"tokens": _tokens_text(no_end, words, merges)})]
 
 
-@register("bpe_encode")
 def check_bpe_encode(fn):
+    from .checks import Case, _function_check, _run, solutions
+
     sennrich = solutions.learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, 10)
     cases = [Case("Sennrich 的 10 条合并 / Sennrich's 10 merges: lowest, newer, wider, low", {},
                   {"words": ["lowest", "newer", "wider", "low"], "merges": sennrich}),
@@ -130,6 +131,13 @@ def check_bpe_encode(fn):
     call = lambda f, case, _: _tokens_text(f, case["words"], case["merges"])  # noqa: E731
     learner, reference = _function_check("bpe_encode", ("tokens",), call, solutions.bpe_encode)
     return _run("bpe_encode", fn, cases, learner, reference)
+
+def install():
+    """Register this module's checks: ``tutor.checks`` calls it at its end, once its engine exists."""
+    from .checks import register
+
+    register("learn_bpe")(check_learn_bpe)
+    register("bpe_encode")(check_bpe_encode)
 
 
 mistakes.MISTAKES.update(MISTAKES)

@@ -13,7 +13,6 @@ import math
 import torch
 
 from . import mistakes
-from .checks import Case, _function_check, _randn, _run, register, solutions
 
 MISTAKES = {
     "lr_warmup_off_by_one": (
@@ -108,8 +107,9 @@ def _lr_variants(_, case):
             ("lr_cosine_from_step_zero", lambda: run(from_zero=True))]
 
 
-@register("warmup_cosine_lr")
 def check_warmup_cosine_lr(fn):
+    from .checks import Case, _function_check, _run, solutions
+
     keys = ("max_lr", "warmup_steps", "max_steps", "min_lr")
     cases = [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)) + "，每一步 / every step", {},
                   dict(zip(keys, values)))
@@ -152,8 +152,9 @@ def _clip_variants(_, case):
     return entries
 
 
-@register("clip_grad_norm")
 def check_clip_grad_norm(fn):
+    from .checks import Case, _function_check, _randn, _run, solutions
+
     g = torch.Generator().manual_seed(48)
     cases = [Case("3 个参数、总范数约 5 > max_norm=1 / 3 tensors, total norm ~5 > max_norm=1",
                   {}, {"grads": [_randn(g, 4, 3), _randn(g, 5), _randn(g, 2, 2, 2)], "max_norm": 1.0,
@@ -221,8 +222,9 @@ def _adamw_variants(_, case):
     return mistakes.combine(bugs, run)
 
 
-@register("AdamW")
 def check_AdamW(cls):
+    from .checks import Case, _function_check, _randn, _run, solutions
+
     g = torch.Generator().manual_seed(49)
 
     def case(label, shapes, steps, kwargs, lrs=None, grad_scale=1.0):
@@ -239,6 +241,14 @@ def check_AdamW(cls):
     learner, reference = _function_check("AdamW", ("params after step 1", "params after the last step"), _adamw_call,
                                          solutions.AdamW)
     return _run("AdamW", cls, cases, learner, reference)
+
+def install():
+    """Register this module's checks: ``tutor.checks`` calls it at its end, once its engine exists."""
+    from .checks import register
+
+    register("warmup_cosine_lr")(check_warmup_cosine_lr)
+    register("clip_grad_norm")(check_clip_grad_norm)
+    register("AdamW")(check_AdamW)
 
 
 mistakes.MISTAKES.update(MISTAKES)
