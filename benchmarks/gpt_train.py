@@ -3,12 +3,12 @@
     .venv/bin/python benchmarks/gpt_train.py --seed 0
     .venv/bin/python benchmarks/gpt_train.py --seed 1
 
-``torch.manual_seed(seed)``, a fresh ``solutions.GPT`` with the recipe of lesson 08 section 6
-(``RECIPE``/``TRAIN`` below), trained by ``solutions.train_gpt`` on every poem of
+``torch.manual_seed(seed)``, a fresh ``solutions.GPT`` with the recipe of lesson 08 section 7
+(``RECIPE``/``TRAIN`` below; lesson 09 section 1 trains it again), trained by ``solutions.train_gpt`` on every poem of
 ``data/tang_poems.txt`` but the last ``VAL_POEMS`` and scored on those (never seen in training;
-data/README.md), one thread as in the notebook. Then ``SAMPLES`` poems are sampled after
-``PROMPT`` (the end of a poem), in one batch with a ``torch.Generator`` seeded with ``seed``, with the lesson's
-``SAMPLING``. Ends with exactly one line:
+data/README.md), one thread as in the notebooks (``--threads 2``: both cores of a 2-core machine). Then
+``SAMPLES`` poems are sampled after ``PROMPT`` (the end of a poem), in one batch with a ``torch.Generator``
+seeded with ``seed``, with the lesson's ``SAMPLING``. Ends with exactly one line:
 
     gpt: val_loss=X unigram=Y form=Z% seconds=S
 
@@ -40,6 +40,7 @@ VAL_POEMS = 1000
 MARGIN = 1.0       # the goal: val_loss <= unigram - MARGIN ...
 FORM_TARGET = 90   # ... and at least FORM_TARGET % of the samples in regular form
 SAMPLES = 20
+THREADS = 1  # as lessons 08 and 09: robust on a busy machine, the same numbers on every run
 MAX_POEM = 65  # 8 lines of 7 characters and their marks (64), then the newline that ends the poem
 
 
@@ -81,8 +82,9 @@ def run(seed, progress=False):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=THREADS, help="torch threads (default: as the lessons)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     try:
         result = run(args.seed, progress=True)
@@ -91,7 +93,8 @@ def main():
     seconds = time.perf_counter() - start
     for poem in result["samples"]:
         print(("  ok " if is_regular_poem(poem) else "  -- ") + poem, file=sys.stderr)
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.threads} thread(s); "
+          f"{result['history']['seconds'] / result['history']['steps']:.3f} s per training step", file=sys.stderr)
     print(f"gpt: val_loss={result['history']['val_loss']:.3f} unigram={result['unigram']:.3f} "
           f"form={result['form']:.0f}% seconds={seconds:.0f}")
 

@@ -1708,9 +1708,9 @@ class FeedForward(nn.Module):
         return self.net(x)
 ''')
 
-# ---------------------------------------------------------------- 09 drills (components graded only here)
+# ---------------------------------------------------------------- 10 drills (components graded only here)
 
-idiom("rope_complex_polar", "09_drills", "rope_frequencies",
+idiom("rope_complex_polar", "10_drills", "rope_frequencies",
       "RoPE as complex multiplication (the LLaMA idiom): view_as_complex of feature pairs, torch.polar, "
       "view_as_real + flatten; 1.0 / base ** (...) frequencies in the default dtype; ValueError for odd d", r'''
 def rope_frequencies(d, base=10000.0):
@@ -1729,7 +1729,7 @@ def apply_rope(x, positions=None, base=10000.0):
     return torch.view_as_real(pairs * rotation).flatten(-2)                              # (..., T, d)
 ''')
 
-idiom("rmsnorm_rsqrt_super_cls_extra_repr", "09_drills", "RMSNorm",
+idiom("rmsnorm_rsqrt_super_cls_extra_repr", "10_drills", "RMSNorm",
       "super(Cls, self).__init__(), torch.rsqrt of the mean square, extra_repr with type hints", r'''
 class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6) -> None:
@@ -1744,7 +1744,7 @@ class RMSNorm(nn.Module):
         return f"{self.weight.numel()}, eps={self.eps}"
 ''')
 
-idiom("preln_callable_hint_module_init_call", "09_drills", "PreLNResidual",
+idiom("preln_callable_hint_module_init_call", "10_drills", "PreLNResidual",
       "nn.Module.__init__(self), typing.Callable hint for the sublayer argument, a named residual", r'''
 from typing import Callable
 
@@ -1762,7 +1762,7 @@ class PreLNResidual(nn.Module):
         return residual + sublayer(self.ln(x))
 ''')
 
-# ---------------------------------------------------------------- 08 GPT and 09 drills: the LLM components
+# ---------------------------------------------------------------- 08 GPT, 09 decoding, 10 drills: the LLM components
 # One idiom per exercise cell; a component graded in both chapters has its idiom in one of them
 # (coverage is by exercise name). The 08 cells that hold two exercises (repeat_kv with
 # GroupedQueryAttention, sampling_probs with sample_next_token) are written whole.
@@ -1908,7 +1908,60 @@ class GPT(nn.Module):
         return self.lm_head(self.norm(x)), new_caches                     # (B, T, vocab_size)
 ''')
 
-idiom("top_k_sort_where_optional", "08_gpt", "top_k_filter",
+idiom("warmup_cosine_lr_typed_clip_foreach_norms", "08_gpt", "warmup_cosine_lr",
+      "type hints, an early return for the warmup, progress clamped with min(); clipping under @torch.no_grad() "
+      "with torch.linalg.vector_norm over stacked norms, torch.clamp of the factor, a generator listed once", r"""
+def warmup_cosine_lr(step: int, max_lr: float, warmup_steps: int, max_steps: int, min_lr: float = 0.0) -> float:
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps                 # step 0 already learns
+    decay_steps = max(1, max_steps - warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / decay_steps)      # 0 -> 1 over the decay
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))           # 1 -> 0
+    return min_lr + cosine * (max_lr - min_lr)
+
+
+@torch.no_grad()
+def clip_grad_norm(parameters, max_norm):
+    grads = [p.grad for p in list(parameters) if p.grad is not None]
+    norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])   # (P,)
+    total = torch.linalg.vector_norm(norms)                            # the global L2 norm
+    factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(factor)
+    return total.item()
+""")
+
+idiom("adamw_state_dict_lerp_addcdiv", "08_gpt", "AdamW",
+      "per-parameter state in a dict keyed by id(p), Tensor.lerp_ for the first moment, addcmul_/addcdiv_, "
+      "the step size folded into a float (PyTorch's own layout)", r"""
+class AdamW:
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.state = {id(p): {"t": 0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+                      for p in self.params}
+
+    @torch.no_grad()
+    def step(self):
+        beta1, beta2 = self.betas
+        for p in self.params:
+            if p.grad is None:
+                continue
+            state = self.state[id(p)]
+            state["t"] += 1
+            t = state["t"]
+            p.mul_(1.0 - self.lr * self.weight_decay)                     # decoupled decay first
+            state["exp_avg"].lerp_(p.grad, 1.0 - beta1)
+            state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
+            denom = (state["exp_avg_sq"] / (1.0 - beta2 ** t)).sqrt_().add_(self.eps)
+            p.addcdiv_(state["exp_avg"], denom, value=-self.lr / (1.0 - beta1 ** t))
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+""")
+
+idiom("top_k_sort_where_optional", "09_decoding", "top_k_filter",
       "torch.sort instead of torch.topk, the k-th value by slicing, torch.where with a -inf tensor, Optional hint", r'''
 from typing import Optional
 
@@ -1921,7 +1974,7 @@ def top_k_filter(logits: torch.Tensor, k: Optional[int]) -> torch.Tensor:
     return torch.where(logits >= kth, logits, torch.full_like(logits, -math.inf))
 ''')
 
-idiom("sampling_filter_table_multinomial_index", "08_gpt", "sampling_probs",
+idiom("sampling_filter_table_multinomial_index", "09_decoding", "sampling_probs",
       "the filters applied from a table of (function, argument) pairs, logits.div, F.softmax, "
       "torch.argmax, torch.multinomial(num_samples=1)[:, 0]", r'''
 def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
@@ -1940,7 +1993,7 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
     return torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]   # (B, 1) -> (B,)
 ''')
 
-idiom("generate_preallocated_while_no_grad_block", "08_gpt", "generate",
+idiom("generate_preallocated_while_no_grad_block", "09_decoding", "generate",
       "a preallocated output tensor filled in a while loop, `with torch.no_grad():` instead of the decorator, "
       "keyword arguments to sample_next_token", r'''
 def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True):
@@ -1961,7 +2014,7 @@ def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None
     return out
 ''')
 
-idiom("beam_search_python_lists_nlargest", "08_gpt", "beam_search",
+idiom("beam_search_python_lists_nlargest", "09_decoding", "beam_search",
       "beams as Python lists of token ids with float log-prob sums, heapq.nlargest over (beam, token) pairs, "
       "a NamedTuple for hypotheses, max() over candidates with a key", r'''
 import heapq
@@ -1995,7 +2048,7 @@ def beam_search(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
     return torch.tensor(winner.tokens, dtype=torch.long, device=prefix.device), normalised(winner)
 ''')
 
-idiom("gqa_grouped_einsum_no_repeat", "09_drills", "GroupedQueryAttention",
+idiom("gqa_grouped_einsum_no_repeat", "10_drills", "GroupedQueryAttention",
       "grouped einsum over (B, G, n_rep, T, d_k) query groups instead of repeating K/V, the mask expanded and "
       "unflattened to the groups, torch.where with finfo.min, F.dropout(training=...), permute + flatten", r'''
 class GroupedQueryAttention(nn.Module):
@@ -2038,7 +2091,7 @@ class GroupedQueryAttention(nn.Module):
         return self.W_o(out.permute(0, 3, 1, 2, 4).flatten(2)), (k, v)            # (B, T, G, r, d_k) -> (B, T, d_model)
 ''')
 
-idiom("sliding_window_tril_triu_band", "09_drills", "make_sliding_window_mask",
+idiom("sliding_window_tril_triu_band", "10_drills", "make_sliding_window_mask",
       "the band as torch.ones(...).tril().triu(1 - window), [None, None] for the broadcast axes", r'''
 def make_sliding_window_mask(T, window, device=None):
     if window < 1:
@@ -2047,7 +2100,7 @@ def make_sliding_window_mask(T, window, device=None):
     return band[None, None]                                                           # (1, 1, T, T)
 ''')
 
-idiom("top_p_row_loop_stable_sort", "09_drills", "top_p_filter",
+idiom("top_p_row_loop_stable_sort", "10_drills", "top_p_filter",
       "a plain Python loop over the sorted tokens of each row (mass before each token accumulated by hand), "
       "flatten(0, -2) for the leading axes, boolean indexing back to vocabulary order", r'''
 def top_p_filter(logits, p):
@@ -2066,7 +2119,7 @@ def top_p_filter(logits, p):
     return rows.masked_fill(drop, float("-inf")).view_as(logits)
 ''')
 
-idiom("sample_next_token_typed_max_indices", "09_drills", "sample_next_token",
+idiom("sample_next_token_typed_max_indices", "10_drills", "sample_next_token",
       "Optional[torch.Generator] hint, logits.max(-1).indices for greedy, .view(-1) on the draw", r'''
 from typing import Optional
 
@@ -2079,7 +2132,7 @@ def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: Opt
     return draw.view(-1)                                                         # (B, 1) -> (B,)
 ''')
 
-idiom("softmax_backward_jacobian_movedim", "09_drills", "softmax_backward",
+idiom("softmax_backward_jacobian_movedim", "10_drills", "softmax_backward",
       "the full Jacobian diag(y) - y y^T with torch.diag_embed, a batched matrix-vector product, movedim "
       "to put `dim` last and back", r'''
 def softmax_backward(y, grad_y, dim=-1):
@@ -2089,7 +2142,7 @@ def softmax_backward(y, grad_y, dim=-1):
     return grad.movedim(-1, dim)
 ''')
 
-idiom("layer_norm_backward_var_mean_rsqrt_einsum", "09_drills", "layer_norm_backward",
+idiom("layer_norm_backward_var_mean_rsqrt_einsum", "10_drills", "layer_norm_backward",
       "torch.var_mean(correction=0), torch.rsqrt, the sum form (d * g - sum g - x_hat * sum(g x_hat)) / (d * sigma), "
       "einsum for the parameter gradients", r'''
 def layer_norm_backward(x, weight, grad_out, eps=1e-5):
@@ -2104,7 +2157,7 @@ def layer_norm_backward(x, weight, grad_out, eps=1e-5):
     return grad_x, grad_weight, rows_out.sum(0)
 ''')
 
-idiom("cross_entropy_log_softmax_one_hot_target", "09_drills", "cross_entropy",
+idiom("cross_entropy_log_softmax_one_hot_target", "10_drills", "cross_entropy",
       "F.log_softmax, the smoothed target distribution built with F.one_hot, masked_select(...).mean() "
       "over the kept positions", r'''
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0):
@@ -2118,7 +2171,7 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0):
     return per_position.masked_select(keep).mean()                                # NaN if all ignored
 ''')
 
-idiom("attention_cost_named_terms_namedtuple", "09_drills", "attention_flops_and_memory",
+idiom("attention_cost_named_terms_namedtuple", "10_drills", "attention_flops_and_memory",
       "each matmul as a named term, a typing.NamedTuple result (still a tuple), `num_kv_heads or H`", r'''
 from typing import NamedTuple
 
@@ -2139,9 +2192,53 @@ def attention_flops_and_memory(n, d, H, num_kv_heads=None, batch=1, bytes_per_el
     return AttentionCost(flops, batch * H * n * n * bytes_per_element)
 ''')
 
-idiom("kv_cache_bytes_math_prod", "09_drills", "kv_cache_bytes",
+idiom("kv_cache_bytes_math_prod", "10_drills", "kv_cache_bytes",
       "math.prod over the factors, keyword-only style names in a tuple", r'''
 def kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2):
     k_and_v = 2
     return math.prod((k_and_v, num_layers, num_kv_heads, head_dim, seq_len, batch, bytes_per_element))
 ''')
+
+
+# ---------------------------------------------------------------- 11 tokenizers: BPE
+
+idiom("learn_bpe_counter_most_common_lists", "11_tokenizers", "learn_bpe",
+      "collections.Counter with most_common(1), words as lists in a list of [symbols, freq] pairs, itertools.pairwise",
+      r"""
+import collections
+import itertools
+
+
+def learn_bpe(word_freqs, num_merges):
+    words = [[list(word) + [END_OF_WORD], freq] for word, freq in word_freqs.items()]
+    merges = []
+    while len(merges) < num_merges:
+        counts = collections.Counter()
+        for symbols, freq in words:
+            for pair in itertools.pairwise(symbols):          # inside one word only
+                counts[pair] += freq
+        if not counts:
+            break
+        (best, n), = counts.most_common(1)                     # ties: first counted, as max()
+        if n < 2:
+            break
+        for entry in words:
+            entry[0] = list(merge_pair(tuple(entry[0]), best))
+        merges.append(best)
+    return merges
+""")
+
+idiom("bpe_encode_functools_reduce_decode_split", "11_tokenizers", "bpe_encode",
+      "functools.reduce over the merges, decode through str.split and str.join", r"""
+import functools
+
+
+def bpe_encode(word, merges):
+    start = tuple(word) + (END_OF_WORD,)
+    return list(functools.reduce(merge_pair, merges, start))   # rank order: the list's order
+
+
+def bpe_decode(tokens):
+    words = "".join(tokens).split(END_OF_WORD)
+    return " ".join(w for w in words if w)
+""")

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 import contract
 import solutions
 
-# Every component a learner writes, and the constants, in teaching order (the contract registry).
-NAMES = [c.name for c in contract.COMPONENTS if c.exercise or c.kind == "constant"]
+# Every component, in teaching order (the contract registry): what a learner writes, the constants, and the
+# provided code an exercise may call (chapter 11's merge_pair).
+NAMES = [c.name for c in contract.COMPONENTS]
 
 
 def load():
@@ -24,7 +25,7 @@ def load():
     namespace = {"math": math, "np": np, "torch": torch, "nn": nn, "F": F}
     for name in NAMES:
         obj = getattr(solutions, name)
-        if isinstance(obj, int):
+        if isinstance(obj, (int, str)):
             namespace[name] = obj
             continue
         code = compile(inspect.getsource(obj), f"<reference copy of {name}>", "exec")

@@ -1,4 +1,4 @@
-"""Right alternatives for the drill bank's checks that had none (lessons/09_drills.py)."""
+"""Right alternatives for the drill bank's checks that had none (lessons/10_drills.py)."""
 import torch
 import torch.nn as nn
 

@@ -264,8 +264,9 @@ with np.errstate(over="ignore", invalid="ignore"):
 #
 # - **自学**：在仓库根目录运行 `make lab`，它会建好 `.venv`，把 `notebooks/` 里的笔记本复制到你的工作区 `workspace/`，
 #   并在 JupyterLab 里打开它。按 00 → 07 的顺序做。
-#   之后还有第 08 章（从 Transformer 到 GPT）、第 09 章（手撕练习库）和一篇不计分的选读附录 `10_tokenizers`
-#   （子词分词：BPE、WordPiece、SentencePiece），学完第 06 章后随时可读。
+#   之后还有第 08 章（从 Transformer 到 GPT）、第 09 章（解码与开销）、第 10 章（手撕练习库）和附录 `11_tokenizers`
+#   （子词分词：亲手写 BPE，再读 WordPiece、SentencePiece），附录学完第 06 章后随时可做。
+#   第 08 章和第 09 章各有一个训练单元格，在 2 核 CPU 上要跑几分钟（有进度条）。
 # - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，
 #   所以重跑得到相同的数字；改了前面的单元，记得从头重跑，别依赖旧的变量。
 # - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），第 08 章要训练一个小 GPT，各要几分钟。

@@ -166,6 +166,38 @@ assert np.allclose(softmax(_x[:2], axis=0), softmax(_x[:2].T).T), \
     "axis=0 应等于转置后按最后一维做 softmax / axis=0 must equal the softmax of the transpose along its last axis"
 
 # %% [markdown]
+# ### softmax 的反向传播（手推一次）
+#
+# 训练时梯度要穿过 softmax 往回传，面试也常让人手推它。设 $y = \mathrm{softmax}(x)$（一行），上游传来 $g = \partial L / \partial y$。
+# 先求雅可比（Jacobian）：$\partial y_i / \partial x_j = y_i(\delta_{ij} - y_j)$，即 $J = \mathrm{diag}(y) - y y^{\top}$。于是
+#
+# $$
+# \frac{\partial L}{\partial x_j} = \sum_i g_i\, y_i (\delta_{ij} - y_j) = y_j \Big(g_j - \sum_i g_i y_i\Big),
+# \qquad \text{即} \qquad \frac{\partial L}{\partial x} = y \odot \big(g - \langle g, y \rangle\big).
+# $$
+#
+# 只用到前向的输出 $y$，不必存 $x$，也不必建 $V \times V$ 的雅可比矩阵；$\langle g, y\rangle$ 是**每行**一个数（沿 softmax 的那一维求和，
+# 保持维度以便广播）。下面用 PyTorch 的自动求导（autograd）验证这个公式，也验证完整的雅可比：
+
+# %%
+# Softmax backward by the formula, checked against autograd (float64).
+_x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+_upstream = torch.randn(3, 5, dtype=torch.float64)                        # dL/dy from the layers above
+_y = torch.softmax(_x, dim=-1)                                            # (3, 5)
+_y.backward(_upstream)                                                    # autograd writes dL/dx into _x.grad
+_y = _y.detach()
+_formula = _y * (_upstream - (_upstream * _y).sum(dim=-1, keepdim=True))  # (3, 5): y * (g - <g, y>) row by row
+_jacobians = torch.diag_embed(_y) - _y[:, :, None] * _y[:, None, :]       # (3, 5, 5): diag(y) - y y^T per row
+_via_jacobian = (_jacobians @ _upstream[:, :, None])[:, :, 0]             # (3, 5, 5) @ (3, 5, 1) -> (3, 5)
+print(f"max |formula - autograd|  = ~{(_formula - _x.grad).abs().max().item():.1e}")
+print(f"max |Jacobian - autograd| = ~{(_via_jacobian - _x.grad).abs().max().item():.1e}")
+print("each row of dL/dx sums to 0:", torch.allclose(_formula.sum(dim=-1), torch.zeros(3, dtype=torch.float64)))
+
+# %% [markdown]
+# 两个差都在 $10^{-16}$ 量级：float64 的舍入误差。每行梯度之和为 0 也不是巧合：softmax 对整行加同一个数不变，
+# 沿这个方向改 $x$ 不改变损失。第 10 章的手撕练习库里有这道题（`softmax_backward`）。
+
+# %% [markdown]
 # ## 3. 一个能手算的例子（worked example）
 #
 # 在写完整的注意力之前，先手算一个例子，之后用它检验你的代码。三个二维 token，且令 $Q = K = V = X$：

@@ -415,7 +415,7 @@ except NotImplementedError:
 #   它的 `forward(query, key, value)` 分开接收 K、V 的输入，我们的 `x_kv` 同时充当两者；
 # - `need_weights` 默认是 `True`：为了把权重矩阵交给你，它必须把 $(B, H, T_q, T_k)$ 的权重实实在在算出来存下。
 #   不需要权重时（训练、推理通常都不需要）传 `need_weights=False`：第二个返回值是 `None`，输出不变，
-#   PyTorch 就可以走不存权重矩阵的融合内核（第 08 章实测它省下的时间和内存）。本节最后一个单元格也验证这一点。
+#   PyTorch 就可以走不存权重矩阵的融合内核（第 09 章实测它省下的时间和内存）。本节最后一个单元格也验证这一点。
 
 # %%
 def copy_into_torch_mha(mha, d_model, num_heads):

@@ -298,6 +298,47 @@ with torch.no_grad():
     assert _err < 1e-8, f"eps 参数应被使用（eps=1e-4 时误差 {_err:.2e}）/ the eps argument must be used (error {_err:.2e} with eps=1e-4)"
 
 # %% [markdown]
+# ### LayerNorm 的反向传播（手推一次）
+#
+# 面试常考，也是理解“为什么归一化让训练更稳”的一步。沿最后一维（$d$ 个数）：$\mu = \frac1d\sum_k x_k$，
+# $\sigma = \sqrt{\frac1d\sum_k (x_k-\mu)^2 + \epsilon}$，$\hat x = (x - \mu)/\sigma$，输出 $\gamma \odot \hat x + \beta$。上游梯度 $g^{\text{out}}$。
+#
+# - 参数的梯度最简单：$\partial L/\partial \beta = \sum g^{\text{out}}$，$\partial L/\partial \gamma = \sum g^{\text{out}} \odot \hat x$（对所有前导维求和）。
+# - 对 $x$：令 $g = g^{\text{out}} \odot \gamma$（先穿过仿射）。$\hat x$ 通过三条路依赖 $x_j$：直接的 $x_j$、$\mu$、$\sigma$。
+#   用 $\partial \mu/\partial x_j = 1/d$ 和 $\partial \sigma/\partial x_j = \hat x_j/(d\,\sigma)$ 整理得
+#
+# $$
+# \frac{\partial L}{\partial x} = \frac{1}{\sigma}\Big(g - \overline{g} - \hat x \odot \overline{g \odot \hat x}\Big),
+# $$
+#
+# 其中上划线是沿最后一维的平均。三项各有含义：$g$ 是直接的路；减去 $\overline{g}$ 来自均值（整体平移输入，输出不变）；
+# 减去 $\hat x\,\overline{g\hat x}$ 来自方差（整体放缩输入，输出也几乎不变）。常见错误正是漏掉后两项之一，或忘了先乘 $\gamma$。
+# 下面用 autograd 验证（float64）：
+
+# %%
+# LayerNorm backward by the formula, checked against autograd through F.layer_norm (float64).
+_g = torch.Generator().manual_seed(2)
+_x = torch.randn(2, 4, 6, generator=_g, dtype=torch.float64, requires_grad=True)
+_gamma = (1 + 0.3 * torch.randn(6, generator=_g, dtype=torch.float64)).requires_grad_(True)
+_beta = torch.randn(6, generator=_g, dtype=torch.float64, requires_grad=True)
+_upstream = torch.randn(2, 4, 6, generator=_g, dtype=torch.float64)              # dL/d(output)
+F.layer_norm(_x, (6,), _gamma, _beta, eps=1e-5).backward(_upstream)             # autograd fills the .grad fields
+with torch.no_grad():
+    _centred = _x - _x.mean(dim=-1, keepdim=True)                               # (2, 4, 6)
+    _sigma = (_centred.pow(2).mean(dim=-1, keepdim=True) + 1e-5).sqrt()         # (2, 4, 1), biased variance
+    _normed = _centred / _sigma                                                 # x-hat
+    _gx = _upstream * _gamma                                                    # through the affine first
+    _dx = (_gx - _gx.mean(-1, keepdim=True) - _normed * (_gx * _normed).mean(-1, keepdim=True)) / _sigma
+    _dgamma, _dbeta = (_upstream * _normed).sum(dim=(0, 1)), _upstream.sum(dim=(0, 1))  # (6,) each
+for _name, _mine, _auto in (("dL/dx", _dx, _x.grad), ("dL/dgamma", _dgamma, _gamma.grad), ("dL/dbeta", _dbeta, _beta.grad)):
+    print(f"{_name:>9}: max |formula - autograd| = ~{(_mine - _auto).abs().max().item():.1e}")
+print("dL/dx sums to 0 along the last axis:", torch.allclose(_dx.sum(-1), torch.zeros(2, 4, dtype=torch.float64)))
+
+# %% [markdown]
+# 差都在 $10^{-15}$ 以下。$\partial L/\partial x$ 沿最后一维之和为 0，与上面“整体平移输入，输出不变”一致。
+# 第 10 章的手撕练习库里有这道题（`layer_norm_backward`）。
+
+# %% [markdown]
 # ## 6. 残差与归一化的两种组合：Post-LN 与 Pre-LN
 #
 # $$

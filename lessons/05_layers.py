@@ -187,6 +187,34 @@ assert torch.equal(make_subsequent_mask(1), torch.ones(1, 1, 1, 1, dtype=torch.b
 assert make_subsequent_mask(3, device=torch.device("cpu")).device.type == "cpu", "应建在给定 device 上 / must live on the given device"
 
 # %% [markdown]
+# ### 滑动窗口掩码（sliding-window mask）
+#
+# 因果掩码让查询 $i$ 看 $0..i$ 的所有键，代价随长度平方增长。Longformer、Mistral 等用**滑动窗口**：查询 $i$ 只看最近的 $w$ 个键，
+# 即 $i - w < j \le i$（连自己恰好 $w$ 个；开头不足 $w$ 个时看全部）。它是因果掩码再 `&` 一条“离得不远”的带：
+# $j > i - w$。每个查询最多看 $w$ 个键，计算量从 $O(n^2)$ 降到 $O(nw)$；层数一多，信息仍能一层层传得比 $w$ 远。
+# 常见错误：写成 $i - w \le j$（多看一个，$w + 1$ 个键），或者忘了因果那一半（变成左右对称的带，偷看未来）。
+# 下面由行号、列号直接构造一个 $T = 6$、$w = 3$ 的窗口，并与因果掩码比较：
+
+# %%
+# A sliding window of w = 3 keys, from row and column indices (True = may attend).
+_T, _w = 6, 3
+_i = torch.arange(_T)[:, None]                                             # (T, 1) query positions
+_j = torch.arange(_T)[None, :]                                             # (1, T) key positions
+_window = (_j <= _i) & (_j > _i - _w)                                      # (T, T): the last w keys, itself included
+print(_window.int())
+print("keys seen by each query:", _window.sum(-1).tolist())
+try:
+    print("inside the causal mask:", bool((_window <= make_subsequent_mask(_T)[0, 0]).all()))
+    plot_mask_row([make_subsequent_mask(_T)[0, 0], _window], ["causal", f"sliding window w={_w}"],
+                  title="Causal mask vs sliding-window mask (True = may attend)")
+    plt.show()
+except NotImplementedError:
+    print(FINISH_FIRST)
+
+# %% [markdown]
+# 每个查询最多看 3 个键（开头的两个少一些），窗口完全落在因果掩码之内。第 10 章的手撕练习库里有这道题（`make_sliding_window_mask`）。
+
+# %% [markdown]
 # ## 3. 三种掩码，各用在哪里
 #
 # 一个编码器-解码器模型里，注意力出现在三个地方，每处的掩码不同：

@@ -185,6 +185,42 @@ _loss.backward()
 assert torch.all(_logits.grad[_tgt == PAD_ID] == 0), "PAD 位置不应有梯度 / PAD positions must get no gradient"
 
 # %% [markdown]
+# ### 标签平滑（label smoothing）
+#
+# 原论文训练时用了 $\epsilon_{ls} = 0.1$ 的**标签平滑**：目标不再是 one-hot，而是把 $\epsilon$ 的概率平均分给**全部** $C$ 个类别
+# （正确的那个也分到一份）：
+#
+# $$
+# q_c = (1 - \epsilon)\,[c = y] + \frac{\epsilon}{C}, \qquad
+# \mathcal{L} = -\sum_c q_c \log p_c = (1-\epsilon)\,(-\log p_y) + \epsilon \cdot \frac{1}{C}\sum_c (-\log p_c).
+# $$
+#
+# 第二项惩罚把概率全压在一个类别上：模型不会过分自信。论文说它让困惑度（perplexity）变差，但 BLEU 变好。
+# 两个常见的坑：把 $\epsilon$ 只分给其余 $C - 1$ 个类别（那是另一个约定，与 PyTorch 不同）；忘了被 `ignore_index` 忽略的位置不计入平均。
+# 下面按公式算，与 `F.cross_entropy(..., label_smoothing=0.1)` 比较（本章的复制任务训练时不用它：答案唯一，不需要“不自信”）：
+
+# %%
+# Label-smoothed cross-entropy by the formula, against PyTorch's label_smoothing (PAD ignored in both).
+_g = torch.Generator().manual_seed(5)
+_logits = torch.randn(2, 4, 6, generator=_g, dtype=torch.float64)         # (B, T, C)
+_tgt = torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0]])                           # (B, T), PAD = 0
+_eps, _C = 0.1, _logits.size(-1)
+_logp = torch.log_softmax(_logits, dim=-1)                                  # (B, T, C)
+_smoothed = torch.full_like(_logp, _eps / _C)                               # eps / C on every class ...
+_smoothed.scatter_add_(-1, _tgt[..., None], torch.full_like(_logp[..., :1], 1 - _eps))  # ... + (1 - eps) on y
+_per_position = -(_smoothed * _logp).sum(-1)                                # (B, T)
+_keep = _tgt != PAD_ID
+_by_formula = _per_position[_keep].mean()
+_torch = F.cross_entropy(_logits.reshape(-1, _C), _tgt.reshape(-1), ignore_index=PAD_ID, label_smoothing=_eps)
+print(f"by the formula {_by_formula.item():.6f}, F.cross_entropy {_torch.item():.6f}, "
+      f"max difference ~{(_by_formula - _torch).abs().item():.1e}")
+print(f"without smoothing: {F.cross_entropy(_logits.reshape(-1, _C), _tgt.reshape(-1), ignore_index=PAD_ID).item():.6f}")
+
+# %% [markdown]
+# 平滑后的损失总比不平滑的高一些：即使模型把正确答案的概率预测到 1，第二项也不为 0。所以用了标签平滑时，
+# 损失的下限不是 0。第 10 章的手撕练习库里有这道题（`cross_entropy`，带 `ignore_index` 和 `label_smoothing`）。
+
+# %% [markdown]
 # ## 4. 练习 3：精确匹配 `exact_match`
 #
 # 训练损失低不代表会做题。我们要的指标是：给一个**没见过**的序列，贪心解码（每步取概率最大的 token）出来的结果

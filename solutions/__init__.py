@@ -61,6 +61,8 @@ from .positional import (
     rope_frequencies,
     sinusoidal_positional_encoding,
 )
+from .tokenizers import END_OF_WORD, bpe_decode, bpe_encode, learn_bpe, merge_pair
+from .training import AdamW, clip_grad_norm, warmup_cosine_lr
 from .transformer import Transformer, greedy_decode, greedy_decode_cached
 
 __all__ = [c.name for c in COMPONENTS if c.name in globals()]

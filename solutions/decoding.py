@@ -1,4 +1,4 @@
-"""Chapter 08 and the drill bank: sampling (temperature, top-k, top-p), KV-cache generation, beam search.
+"""Chapter 09 and the drill bank (chapter 10): sampling (temperature, top-k, top-p), KV-cache generation, beam search.
 
 Contract: docs/CONTRACT_LLM.md. Order of the sampling transforms, as in Hugging Face's
 ``generate``: temperature, top-k, top-p, softmax, one ``torch.multinomial`` draw.

@@ -1,4 +1,4 @@
-"""Chapter 08: the character tokenizer, next-token batches, a training loop for the GPT.
+"""Chapter 08: the character tokenizer, next-token batches, the training loop for the GPT.
 
 The model parts (grouped-query attention, RoPE, SwiGLU, RMSNorm, the decoder-only block and GPT,
 KV-cache decoding, sampling, beam search) live in their own modules (docs/CONTRACT_LLM.md); this
@@ -6,6 +6,8 @@ module holds what only chapter 08 needs around them.
 """
 import torch
 import torch.nn.functional as F
+
+from .training import AdamW, clip_grad_norm, warmup_cosine_lr
 
 
 class CharTokenizer:
@@ -115,51 +117,43 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
               warmup=50, eval_every=50, seed=0, progress=True):
     """Train ``model`` (``model(idx) -> logits (B, T, V)``) on random windows of ``train_data``.
 
-    AdamW (betas 0.9/0.95, weight decay 0.1 on matrices only), linear warmup over ``warmup``
-    steps then cosine decay to 10 % of ``lr``, gradient norm clipped at 1. Batches come from
-    their own ``torch.Generator`` seeded with ``seed``. Every ``eval_every`` steps (and at the
-    last) ``estimate_loss`` scores ``train_data`` and ``val_data`` on fixed windows. ``progress``
-    shows a tqdm bar (stderr).
+    The three pieces of chapter 08: ``AdamW`` (betas 0.9/0.95; weight decay 0.1 on matrices, none
+    on vectors: two optimisers, where PyTorch would use two parameter groups), the learning rate
+    ``warmup_cosine_lr`` (``warmup`` steps, then cosine decay to 10 % of ``lr``), gradients clipped
+    by ``clip_grad_norm`` at a global norm of 1. Batches come from their own ``torch.Generator``
+    seeded with ``seed``. Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores
+    ``train_data`` and ``val_data`` on fixed windows. ``progress`` shows a tqdm bar (stderr).
 
     Returns a dict: ``loss`` (one per step), ``evals`` (list of ``(step, train_loss, val_loss)``),
     ``val_loss`` (the last evaluation), ``steps`` and ``seconds`` (wall time).
     """
-    import math
     import time
 
     from tqdm import tqdm
 
     gen = torch.Generator().manual_seed(seed)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=lr, betas=(0.9, 0.95))
-
-    def schedule(step):  # multiplier of lr at 0-based ``step``
-        if step < warmup:
-            return (step + 1) / warmup
-        progress_share = (step - warmup) / max(1, max_steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_share))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    optimizers = [AdamW([p for p in model.parameters() if p.dim() >= 2], lr=lr, betas=(0.9, 0.95), weight_decay=0.1),
+                  AdamW([p for p in model.parameters() if p.dim() < 2], lr=lr, betas=(0.9, 0.95), weight_decay=0.0)]
     history = {"loss": [], "evals": [], "val_loss": float("nan"), "steps": 0, "seconds": 0.0}
     start = time.perf_counter()
-    bar = tqdm(range(1, max_steps + 1), desc="train", disable=not progress, mininterval=1.0, ascii=True)
+    bar = tqdm(range(max_steps), desc="train", disable=not progress, mininterval=1.0, ascii=True)
     for step in bar:
         model.train()
         x, y = next_token_batch(train_data, block_size, batch_size, gen)  # (B, T), (B, T)
         logits = model(x)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))  # (B*T, V) vs (B*T,)
-        optimizer.zero_grad()
+        for optimizer in optimizers:
+            optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        clip_grad_norm(model.parameters(), 1.0)
+        for optimizer in optimizers:
+            optimizer.lr = warmup_cosine_lr(step, lr, warmup, max_steps, min_lr=0.1 * lr)
+            optimizer.step()
         history["loss"].append(loss.item())
-        if step % eval_every == 0 or step == max_steps:
+        if (step + 1) % eval_every == 0 or step + 1 == max_steps:
             train_loss = estimate_loss(model, train_data, block_size)
             val_loss = estimate_loss(model, val_data, block_size)
-            history["evals"].append((step, train_loss, val_loss))
+            history["evals"].append((step + 1, train_loss, val_loss))
             bar.set_postfix(train=f"{train_loss:.2f}", val=f"{val_loss:.2f}", refresh=False)
     bar.close()
     model.eval()

@@ -1,4 +1,4 @@
-"""Chapter 08 and the drill bank: the parts of a decoder-only LLM (LLaMA-style GPT), masks, costs.
+"""Chapters 08, 09 and the drill bank (10): the parts of a decoder-only LLM (LLaMA-style GPT), masks, costs.
 
 Reuses chapter 03's RoPE (``apply_rope``, adjacent pairs), chapter 04's ``RMSNorm`` and chapter 01's
 ``scaled_dot_product_attention``. Contract:

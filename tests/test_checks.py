@@ -278,7 +278,21 @@ class MHABuiltin(nn.Module):
         self.inner = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
 
 
+def clip_calls_builtin(parameters, max_norm):
+    return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm).item()
+
+
+class AdamWBuiltin:
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.inner = torch.optim.AdamW(list(params), lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+    def step(self):
+        self.inner.step()
+
+
 @pytest.mark.parametrize("check, obj, builtin", [
+    ("clip_grad_norm", clip_calls_builtin, "torch.nn.utils.clip_grad_norm_"),
+    ("AdamW", AdamWBuiltin, "torch.optim."),
     ("scaled_dot_product_attention", sdpa_calls_builtin, "F.scaled_dot_product_attention"),
     ("scaled_dot_product_attention", sdpa_swallows_the_refusal, "F.scaled_dot_product_attention"),
     ("LayerNorm", LayerNormBuiltin, "F.layer_norm"),

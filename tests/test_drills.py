@@ -1,4 +1,4 @@
-"""The 手撕 drill bank (lessons/09_drills.py, tutor/drills.py): every drill is a course check with a
+"""The 手撕 drill bank (lessons/10_drills.py, tutor/drills.py): every drill is a course check with a
 blank cell, named mistakes proven by the catalogue, and a practice mode that never shows a solution
 before an attempt."""
 import json

@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from solutions import (
     GPT,
+    AdamW,
     GPTBlock,
     GroupedQueryAttention,
     MultiHeadAttention,
@@ -21,6 +22,7 @@ from solutions import (
     apply_rope,
     attention_flops_and_memory,
     beam_search,
+    clip_grad_norm,
     cross_entropy,
     generate,
     gpt_step_fn,
@@ -36,6 +38,7 @@ from solutions import (
     top_k_filter,
     top_p_filter,
     transformer_step_fn,
+    warmup_cosine_lr,
 )
 
 pytestmark = pytest.mark.usefixtures("float64")
@@ -414,3 +417,87 @@ def test_kv_cache_bytes_equal_the_cache_tensors():
     assert held == kv_cache_bytes(3, 2, 8, seq_len=10, batch=2, bytes_per_element=2)
     assert kv_cache_bytes(32, 8, 128) == 131072  # Llama-3-8B-like GQA: 128 KiB per token in fp16
     assert kv_cache_bytes(32, 32, 128) == 4 * kv_cache_bytes(32, 8, 128)
+
+
+# ---------------------------------------------------------------- chapter 08's training pieces (issue 24)
+
+@pytest.mark.parametrize("max_lr, warmup, steps, min_lr", [(0.5, 4, 12, 0.05), (5e-3, 20, 600, 5e-4), (1.0, 1, 6, 0.0)])
+def test_warmup_cosine_lr_equals_pytorch_schedulers(max_lr, warmup, steps, min_lr):
+    """PyTorch's own pieces: LinearLR from max_lr / warmup over the warmup, then CosineAnnealingLR to min_lr."""
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)
+    linear = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / warmup, total_iters=max(1, warmup - 1))
+    cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps - warmup, eta_min=min_lr)
+    scheduler = torch.optim.lr_scheduler.SequentialLR(opt, [linear, cosine], milestones=[warmup])
+    expected = []
+    for _ in range(steps):
+        expected.append(opt.param_groups[0]["lr"])
+        opt.step()
+        scheduler.step()
+    got = [warmup_cosine_lr(s, max_lr, warmup, steps, min_lr=min_lr) for s in range(steps)]
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert got[0] == pytest.approx(max_lr / warmup) and got[warmup - 1] == pytest.approx(max_lr)
+
+
+def test_clip_grad_norm_equals_pytorch():
+    gen = torch.Generator().manual_seed(0)
+    for scale, max_norm in ((3.0, 1.0), (0.01, 1.0), (1.0, 0.5)):
+        mine = [torch.zeros(shape, requires_grad=True) for shape in ((4, 3), (5,), (2, 2, 2))]
+        theirs = [torch.zeros(p.shape, requires_grad=True) for p in mine]
+        for p, q in zip(mine, theirs):
+            p.grad = scale * torch.randn(p.shape, generator=gen)
+            q.grad = p.grad.clone()
+        total = clip_grad_norm((p for p in mine), max_norm)  # a generator, as model.parameters()
+        expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+        assert total == pytest.approx(expected.item(), rel=1e-6)
+        for p, q in zip(mine, theirs):
+            torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_adamw_equals_torch_optim_adamw_over_steps():
+    """Several steps, the learning rate changed in between (as the schedule does), float64, two settings."""
+    gen = torch.Generator().manual_seed(1)
+    for kwargs in (dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1), dict(lr=3e-3, eps=1e-6, weight_decay=0.0)):
+        mine = [torch.randn(shape, generator=gen, dtype=torch.float64, requires_grad=True) for shape in ((5, 4), (4,))]
+        theirs = [p.detach().clone().requires_grad_(True) for p in mine]
+        opt_mine, opt_theirs = AdamW(mine, **kwargs), torch.optim.AdamW(theirs, **kwargs)
+        for step in range(8):
+            lr = kwargs["lr"] * (1 + step % 3)
+            opt_mine.lr = opt_theirs.param_groups[0]["lr"] = lr
+            for p, q in zip(mine, theirs):
+                p.grad = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+                q.grad = p.grad.clone()
+            opt_mine.step()
+            opt_theirs.step()
+            for p, q in zip(mine, theirs):
+                torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
+        opt_mine.zero_grad()
+        assert all(p.grad is None for p in mine)
+
+
+def test_train_gpt_uses_the_three_pieces_like_torch():
+    """Three steps of train_gpt with the chapter's pieces equal the same steps with PyTorch's AdamW and clipping."""
+    import solutions.gpt_data as gpt_data
+
+    data = torch.randint(0, 11, (400,), generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(3)
+    mine = GPT(11, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=1, max_len=16)
+    theirs = GPT(11, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=1, max_len=16)
+    theirs.load_state_dict(mine.state_dict())
+    gpt_data.train_gpt(mine, data, data, block_size=8, batch_size=4, max_steps=3, lr=1e-2, warmup=2, eval_every=3,
+                       seed=0, progress=False)
+    decay = [p for p in theirs.parameters() if p.dim() >= 2]
+    rest = [p for p in theirs.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=1e-2, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(0)
+    for step in range(3):
+        x, y = gpt_data.next_token_batch(data, 8, 4, gen)
+        loss = F.cross_entropy(theirs(x).reshape(-1, 11), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 1.0)
+        for group in opt.param_groups:
+            group["lr"] = warmup_cosine_lr(step, 1e-2, 2, 3, min_lr=1e-3)
+        opt.step()
+    for (name, p), q in zip(mine.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6, msg=name)

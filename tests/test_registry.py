@@ -199,9 +199,9 @@ def test_a_new_component_without_signature_or_check_is_caught(evidence):
 
 
 def test_a_new_graded_chapter_without_a_mutation_is_caught(evidence):
-    lessons = {**evidence.lessons, "11_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
+    lessons = {**evidence.lessons, "12_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
     missing = added(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons), evidence)
-    assert missing == ["11_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['11_moe']), or the "
+    assert missing == ["12_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['12_moe']), or the "
                        "simulated classic-mistake student is quietly perfect"]
 
 
@@ -274,9 +274,9 @@ def test_a_mutation_whose_mistake_the_registry_does_not_list_is_caught(evidence)
 
 
 def test_a_mutation_for_no_graded_chapter_is_caught(evidence):
-    ev = dataclasses.replace(evidence, mutations=evidence.mutations | {"10_tokenizers"})
+    ev = dataclasses.replace(evidence, mutations=evidence.mutations | {"00_orientation"})
     assert added(contract.COMPONENTS, ev, evidence) == [
-        "MUTATIONS['10_tokenizers'] in tools/simulate_class.py is for no graded chapter; remove it"]
+        "MUTATIONS['00_orientation'] in tools/simulate_class.py is for no graded chapter; remove it"]
 
 
 def test_each_check_lives_in_the_topic_module_of_its_component():

@@ -132,3 +132,18 @@ def test_a_renamed_or_split_lesson_takes_its_english_along(lesson, capsys):
     entries = list(polib.pofile(str(lesson / "en" / "97_moved.po")))
     assert [(e.msgstr, e.fuzzy) for e in entries] == [("# 98 Title\n\nThe first paragraph.", True),
                                                       ("Second: `True` = may attend.", False)]
+
+
+def test_a_cell_moved_out_of_an_updated_lesson_keeps_its_english(lesson):
+    """A chapter split: the old lesson's catalogue is updated first (the moved cell becomes obsolete
+    there), the new lesson's catalogue exists with the cell still empty; its English is found anyway."""
+    path = lesson / "98_toy.py"
+    first, second = path.read_text(encoding="utf-8").split("# %% [markdown]\n# 第二段")
+    path.write_text(first, encoding="utf-8")
+    (lesson / "99_split.py").write_text("# %%\nimport math\n\n# %% [markdown]\n# 第二段" + second, encoding="utf-8")
+    (lesson / "en" / "99_split.po").write_text('msgid "第二段：`True` = 可以看。"\nmsgstr ""\n', encoding="utf-8")
+    translate.update("98_toy")
+    assert [e.obsolete for e in polib.pofile(str(lesson / "en" / "98_toy.po"))] == [False, True]
+    translate.update("99_split")
+    assert [e.msgstr for e in polib.pofile(str(lesson / "en" / "99_split.po"))] == ["Second: `True` = may attend."]
+    assert translate.problems("99_split") == []

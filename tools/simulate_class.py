@@ -162,12 +162,19 @@ MUTATIONS = {
         ("self.tgt_embed(tgt_in) * math.sqrt(self.d_model)", "self.tgt_embed(tgt_in)")]),
     # the loss averaged over PAD positions too (training still updates the model)
     "07_copy_task": Mutation("copy_loss", "loss_includes_pad", [(", ignore_index=pad_id)", ")")]),
+    # SiLU on the up branch instead of the gate: SwiGLU's check fails, and through it GPTBlock's and GPT's
+    "08_gpt": Mutation("SwiGLU", "swiglu_gate_wrong_branch", [
+        ("F.silu(self.gate_proj(x)) * self.up_proj(x)", "self.gate_proj(x) * F.silu(self.up_proj(x))")]),
     # the KV cache counted without its factor 2 (K only, no V)
-    "08_gpt": Mutation("kv_cache_bytes", "kv_cache_only_k", [("return 2 * num_layers", "return num_layers")]),
+    "09_decoding": Mutation("kv_cache_bytes", "kv_cache_only_k", [("return 2 * num_layers", "return num_layers")]),
     # the query rows masked too: costs that drill only, no other drill calls it
-    "09_drills": Mutation("make_pad_mask", "pad_mask_queries", [
+    "10_drills": Mutation("make_pad_mask", "pad_mask_queries", [
         ("return (tokens != pad_id)[:, None, None, :]",
          "return (tokens != pad_id)[:, None, None, :] & (tokens != pad_id)[:, None, :, None]")]),
+    # pair counts not weighted by word frequency: other merges, so learn_bpe's cell fails (its check and its visible
+    # test of Sennrich's first merges); the round trip, which learns merges too, still decodes what it encodes
+    "11_tokenizers": Mutation("learn_bpe", "bpe_pairs_not_weighted", [
+        ("pairs[pair] = pairs.get(pair, 0) + freq", "pairs[pair] = pairs.get(pair, 0) + 1")]),
 }
 
 

@@ -53,9 +53,10 @@ def _similar(entries, text):
 
 
 def compendium(name):
-    """The translated entries of every other catalogue in lessons/en/ (lessons gone included)."""
+    """The translated entries of every other catalogue in lessons/en/ (lessons gone included), obsolete ones
+    too: a cell that moved out of a lesson already updated is obsolete there, its English still good."""
     return [e for file in sorted(build.CATALOGUES.glob("*.po")) if file.stem != name
-            for e in polib.pofile(str(file), wrapwidth=WRAP) if e.translated()]
+            for e in polib.pofile(str(file), wrapwidth=WRAP) if e.msgstr and not e.fuzzy]
 
 
 def update(name):
@@ -69,7 +70,7 @@ def update(name):
     fuzzy = 0
     for text in cells:
         entry = by_text.get(text)
-        if entry is None:
+        if entry is None or not entry.msgstr:  # new, or still untranslated: another catalogue may have it
             others = compendium(name) if others is None else others
             same = next((e for e in others if e.msgid == text), None)
             entry, previous = polib.POEntry(msgid=text, msgstr=same.msgstr if same else ""), None

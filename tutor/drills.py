@@ -1,4 +1,4 @@
-"""Practice mode of the 手撕 drill bank (lessons/09_drills.py): timer, verdict, progress, reveal,
+"""Practice mode of the 手撕 drill bank (lessons/10_drills.py): timer, verdict, progress, reveal,
 reset and mock interviews. Learner-side: never imports ``solutions`` until a reveal asks for it.
 
     from tutor.drills import start, finish, reveal, give_up, reset, mock_interview, progress
@@ -7,7 +7,7 @@ reset and mock interviews. Learner-side: never imports ``solutions`` until a rev
     finish("softmax", _)             # time taken, progress saved
     reveal("softmax")                # the reference and its classic mistakes: only after a pass or give_up()
     give_up("softmax")               # unlocks the reveal without a pass
-    reset("softmax")                 # the blank drill cell back into workspace/09_drills.ipynb
+    reset("softmax")                 # the blank drill cell back into workspace/10_drills.ipynb
     mock_interview()                 # workspace/mock_interview_<time>.ipynb: 3 drills, easy/medium/hard
 
 Progress (which drills passed, attempts, best time) is kept in ``drills_progress.json`` next to the
@@ -32,7 +32,7 @@ import contract
 
 from . import mistakes
 
-LESSON = "09_drills"
+LESSON = "10_drills"
 PROGRESS_FILE = "drills_progress.json"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 WORKSPACE = "workspace"
@@ -236,7 +236,7 @@ def _edition(folder):
 
 
 def pristine_notebook_path():
-    """notebooks/09_drills.ipynb of this course (the generated, blank edition); notebooks/en/09_drills.ipynb
+    """notebooks/10_drills.ipynb of this course (the generated, blank edition); notebooks/en/10_drills.ipynb
     when the notebook runs in workspace/en/."""
     cwd = Path.cwd()
     edition = _edition(cwd)
@@ -275,7 +275,7 @@ def _groups(nb):
 
 
 def reset(name, notebook=None):
-    """Put the blank cell of drill ``name`` back into ``notebook`` (default: workspace/09_drills.ipynb);
+    """Put the blank cell of drill ``name`` back into ``notebook`` (default: workspace/10_drills.ipynb);
     the old file is kept in workspace/backup/. Reload the notebook from disk afterwards."""
     d = _drill(name)
     target = Path(notebook) if notebook else Path.cwd() / f"{LESSON}.ipynb"

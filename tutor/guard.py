@@ -72,6 +72,11 @@ CHECK_FORBIDDEN = {
                       "torch.nn.CrossEntropyLoss": "nn.CrossEntropyLoss", "torch.nn.NLLLoss": "nn.NLLLoss"},
     "softmax_backward": _AUTOGRAD,
     "layer_norm_backward": _AUTOGRAD,
+    # clip_grad_norm_ runs inside a wrapper that torch.nn.utils' other clipping helpers share: refusing it refuses them
+    "clip_grad_norm": {"torch.nn.utils.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
+                       "torch.nn.utils.clip_grad_norm": "torch.nn.utils.clip_grad_norm"},
+    "AdamW": {"torch.optim.AdamW": "torch.optim.AdamW", "torch.optim.Adam": "torch.optim.Adam",
+              "torch.optim.adamw.adamw": "torch.optim.adamw.adamw", "torch.optim.adam.adam": "torch.optim.adam.adam"},
 }
 
 

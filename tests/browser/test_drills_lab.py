@@ -50,10 +50,10 @@ def test_mock_interview_shows_time_verdict_and_a_locked_reveal(page, lab, shots,
 
 
 def test_mock_interview_from_a_new_cell_below_progress(page, lab, shots, expect):
-    """Chapter 09's instructions work as written: select the progress cell, B for a new cell, run
+    """Chapter 10's instructions work as written: select the progress cell, B for a new cell, run
     mock_interview() there (the cells of the chapter itself are read-only)."""
     before = set((lab.course / "workspace").glob("mock_interview_*.ipynb"))
-    notebook = open_notebook(page, lab, lab.learner_notebook("09_drills.ipynb"))
+    notebook = open_notebook(page, lab, lab.learner_notebook("10_drills.ipynb"))
     menu(page, "Run", "Run All Cells")  # the setup cell imports mock_interview
     page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
     progress_cell = notebook.locator(".jp-Cell").filter(has=page.locator(".jp-InputArea", has_text="progress()"))

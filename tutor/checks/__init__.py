@@ -11,9 +11,24 @@ that runs them is ``tutor.engine`` (docs/ARCHITECTURE.md draws both).
 from ..engine import running
 from ..engine.messages import say
 from ..engine.specs import CHECKS, CheckResult, Status
-from . import attention, backward, copy_task, decoding, ffn_norm, layers, llm, masks, mha, positional, transformer
+from . import (
+    attention,
+    backward,
+    copy_task,
+    decoding,
+    ffn_norm,
+    layers,
+    llm,
+    masks,
+    mha,
+    positional,
+    tokenizers,
+    training,
+    transformer,
+)
 
-TOPICS = (attention, mha, positional, ffn_norm, masks, layers, transformer, copy_task, llm, decoding, backward)
+TOPICS = (attention, mha, positional, ffn_norm, masks, layers, transformer, copy_task, llm, training, decoding,
+          backward, tokenizers)
 NOT_IMPLEMENTED = say("not_implemented")
 MORE = say("more")
 

@@ -50,7 +50,10 @@ def number(v):
 
 def compare(key, expected, got):
     """None when ``got`` matches ``expected``; otherwise a one-line bilingual reason."""
-
+    if isinstance(expected, str):  # text (chapter 11's merges and tokens): exactly equal, both shown
+        if got == expected:
+            return None
+        return say("text_differs", key=key, expected=repr(expected[:300]), got=repr(str(got)[:300]))
     if isinstance(expected, float):
         if not isinstance(got, (float, int)) and not (isinstance(got, torch.Tensor) and got.numel() == 1):
             return say("must_be_float", key=key, got=type(got).__name__)

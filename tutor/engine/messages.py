@@ -28,6 +28,7 @@ MESSAGES = {
     "load_failed": ("加载参考权重失败（形状不符）", "loading the reference weights failed (shape mismatch): {error}"),
     # comparing one output
     "must_be_float": ("{key}: 应为 Python float", "must be a Python float, got {got}"),
+    "text_differs": ("{key}: 期望", "expected {expected}, 得到 / got {got}"),
     "expected_got": ("{key}: 期望", "expected {expected}, 得到 / got {got}"),
     "must_be_tensor": ("{key}: 应为 torch.Tensor", "must be a plain torch.Tensor, got {got}"),
     "wrong_dtype": ("{key}: dtype 应为", "must be {expected}, got {got}"),

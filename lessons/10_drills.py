@@ -14,7 +14,7 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # the copy task's token ids (chapter 07)
 from tutor.drills import finish, give_up, mock_interview, progress, reset, reveal, start
 
 # %% [markdown]
-# # 09 手撕练习库（drill bank）
+# # 10 手撕练习库（drill bank）
 #
 # 面试里的“手撕 Transformer”是：给一张白纸，15 分钟写出注意力、多头注意力、LayerNorm、掩码……
 # 本章把前面各章的组件变成 33 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
@@ -29,13 +29,13 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # 4. 通过之后，运行 📖 单元格（`reveal`）看参考答案和这道题的常见错误；想放弃时，在新单元格里运行
 #    `give_up("题目名")`——没有通过、也没有放弃之前，参考答案不会显示。
 # 5. 想重写一道题：在新单元格里运行 `reset("题目名")`（恢复空白单元格，旧文件备份在 `workspace/backup/`，
-#    然后 File → Reload Notebook from Disk）；整章重来：`make reset CHAPTER=09_drills`。
+#    然后 File → Reload Notebook from Disk）；整章重来：`make reset CHAPTER=10_drills`。
 # 6. 模拟面试：在新单元格里运行 `mock_interview()`，它在 `workspace/` 里生成一个按难度各抽一道题（易、中、难）的笔记本。
 #
 # 进度（哪些题通过了、尝试次数、最好用时）保存在 `workspace/drills_progress.json`，一个普通的 JSON 文件，
 # 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。
 #
-# 教师也可以把本章当作一次限时测验（nbgrader 作业 `09_drills`）：**本章共 33 分**，每道题 1 分，隐藏测试与各章相同。
+# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 33 分**，每道题 1 分，隐藏测试与各章相同。
 #
 # *English:* 33 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)

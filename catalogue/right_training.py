@@ -1,0 +1,107 @@
+"""Right alternatives for chapter 08's training pieces: other formulas, loops, PyTorch-style layouts."""
+import math
+
+import torch
+
+
+def lr_piecewise_sin(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    """The warmup as a fraction of steps done; the cosine half-wave written with cos**2."""
+    done = step + 1
+    if done <= warmup_steps:
+        return max_lr * done / warmup_steps
+    progress = (step - warmup_steps) / (max_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * math.cos(math.pi * progress / 2) ** 2
+
+
+def lr_factor_times_max(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    """A multiplier in [min_lr / max_lr, 1], as LambdaLR would take, times max_lr."""
+    floor = min_lr / max_lr
+    if step < warmup_steps:
+        factor = (step + 1) / warmup_steps
+    else:
+        t = (step - warmup_steps) / (max_steps - warmup_steps)
+        factor = floor + (1 - floor) * (1 + math.cos(math.pi * t)) / 2
+    return max_lr * factor
+
+
+def clip_flat_vector(parameters, max_norm):
+    """One long vector of every gradient; the scale clamped at 1 and applied to all, as PyTorch does."""
+    grads = [p.grad for p in list(parameters) if p.grad is not None]
+    total = torch.cat([g.reshape(-1) for g in grads]).norm()
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(scale)
+    return total
+
+
+def clip_python_sum(parameters, max_norm):
+    """Squares summed in Python floats; grads replaced (not scaled in place) through p.grad."""
+    params = [p for p in parameters if p.grad is not None]
+    total = math.sqrt(sum(float(p.grad.pow(2).sum()) for p in params))
+    if total > max_norm:
+        for p in params:
+            p.grad = p.grad * (max_norm / (total + 1e-6))
+    return total
+
+
+class AdamWDictState:
+    """State in a dict keyed by parameter, PyTorch's layout for the update (denominator first)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.state = {}
+
+    def step(self):
+        beta1, beta2 = self.betas
+        with torch.no_grad():
+            for p in self.params:
+                if p.grad is None:
+                    continue
+                s = self.state.setdefault(p, {"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)})
+                s["step"] += 1
+                p.mul_(1 - self.lr * self.weight_decay)
+                s["m"].lerp_(p.grad, 1 - beta1)
+                s["v"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                bias1, bias2 = 1 - beta1 ** s["step"], 1 - beta2 ** s["step"]
+                denom = (s["v"].sqrt() / math.sqrt(bias2)).add_(self.eps)
+                p.addcdiv_(s["m"], denom, value=-self.lr / bias1)
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+
+class AdamWOutOfPlace:
+    """Moments rebuilt as new tensors each step; the parameter updated through .data."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.steps = 0
+        self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in self.params]
+
+    def step(self):
+        self.steps += 1
+        b1, b2 = self.betas
+        for i, p in enumerate(self.params):
+            g = p.grad.detach()
+            m, v = self.moments[i]
+            m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
+            self.moments[i] = (m, v)
+            update = (m / (1 - b1 ** self.steps)) / ((v / (1 - b2 ** self.steps)).sqrt() + self.eps)
+            p.data = p.data - self.lr * self.weight_decay * p.data - self.lr * update
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+
+CASES = [
+    ("warmup_cosine_lr", lr_piecewise_sin),
+    ("warmup_cosine_lr", lr_factor_times_max),
+    ("clip_grad_norm", clip_flat_vector),
+    ("clip_grad_norm", clip_python_sum),
+    ("AdamW", AdamWDictState),
+    ("AdamW", AdamWOutOfPlace),
+]

@@ -1,0 +1,138 @@
+"""Wrong implementations of chapter 08's training pieces, one classic mistake each."""
+import math
+
+import torch
+
+
+def lr_warmup_from_zero(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return max_lr * step / warmup_steps  # bug: step 0 gets lr 0
+    progress = (step - warmup_steps) / (max_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def lr_to_zero(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / (max_steps - warmup_steps)
+    return max_lr * 0.5 * (1 + math.cos(math.pi * progress))  # bug: min_lr forgotten
+
+
+def lr_cosine_whole_run(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * step / max_steps))  # bug: progress from 0
+
+
+def clip_each(parameters, max_norm):
+    total = 0.0
+    for p in parameters:
+        if p.grad is None:
+            continue
+        norm = p.grad.norm()
+        total += float(norm) ** 2
+        if norm > max_norm:
+            p.grad.mul_(max_norm / (norm + 1e-6))  # bug: each parameter by its own norm
+    return math.sqrt(total)
+
+
+def clip_to_unit_norm(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    for g in grads:
+        g.mul_(max_norm / (total + 1e-6))  # bug: scales up small gradients too
+    return total
+
+
+def clip_norm_after(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = torch.sqrt(sum((g ** 2).sum() for g in grads))
+    if total > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (total + 1e-6))
+    return torch.sqrt(sum((g ** 2).sum() for g in grads))  # bug: the norm after clipping
+
+
+def clip_twice_through_generator(parameters, max_norm):
+    total = math.sqrt(sum(float((p.grad ** 2).sum()) for p in parameters if p.grad is not None))
+    if total > max_norm:
+        for p in parameters:  # bug: a generator is already exhausted here
+            if p.grad is not None:
+                p.grad.mul_(max_norm / (total + 1e-6))
+    return total
+
+
+def clip_squared(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = sum((g ** 2).sum() for g in grads)  # bug: no square root
+    if total > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (total + 1e-6))
+    return total
+
+
+class _AdamW:
+    """AdamW with switches for one classic mistake at a time."""
+    l2 = False
+    corrected = True
+    decay_lr = True
+    eps_inside = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.t = 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v):
+            g = p.grad
+            if self.l2:
+                g = g + self.weight_decay * p
+            else:
+                p.mul_(1 - (self.lr * self.weight_decay if self.decay_lr else self.weight_decay))
+            m.mul_(b1).add_((1 - b1) * g)
+            v.mul_(b2).add_((1 - b2) * g * g)
+            m_hat = m / (1 - b1 ** self.t) if self.corrected else m
+            v_hat = v / (1 - b2 ** self.t) if self.corrected else v
+            p.sub_(self.lr * m_hat / ((v_hat + self.eps).sqrt() if self.eps_inside else v_hat.sqrt() + self.eps))
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+
+class AdamL2(_AdamW):
+    l2 = True  # bug: Adam with L2 regularisation
+
+
+class AdamWNoBiasCorrection(_AdamW):
+    corrected = False  # bug
+
+
+class AdamWDecayWithoutLr(_AdamW):
+    decay_lr = False  # bug: p -= weight_decay * p
+
+
+class AdamWEpsInsideSqrt(_AdamW):
+    eps_inside = True  # bug: sqrt(v_hat + eps)
+
+
+CASES = [
+    ("warmup_cosine_lr", lr_warmup_from_zero, "lr_warmup_off_by_one"),
+    ("warmup_cosine_lr", lr_to_zero, "lr_cosine_ignores_min_lr"),
+    ("warmup_cosine_lr", lr_cosine_whole_run, "lr_cosine_from_step_zero"),
+    ("clip_grad_norm", clip_each, "clip_per_parameter"),
+    ("clip_grad_norm", clip_to_unit_norm, "clip_always_rescales"),
+    ("clip_grad_norm", clip_norm_after, "clip_returns_clipped_norm"),
+    ("clip_grad_norm", clip_twice_through_generator, "clip_generator_consumed"),
+    ("clip_grad_norm", clip_squared, "clip_no_sqrt"),
+    ("AdamW", AdamL2, "adamw_l2_in_gradient"),
+    ("AdamW", AdamWNoBiasCorrection, "adamw_no_bias_correction"),
+    ("AdamW", AdamWDecayWithoutLr, "adamw_decay_without_lr"),
+    ("AdamW", AdamWEpsInsideSqrt, "adamw_eps_inside_sqrt"),
+]

@@ -1,0 +1,108 @@
+"""Chapter 08: the three pieces of a training loop the learner writes: the learning-rate schedule
+(linear warmup, then cosine decay), gradient clipping by the global norm, and AdamW.
+
+Each equals PyTorch's own (tests/test_reference_llm.py): ``warmup_cosine_lr`` the values of
+``SequentialLR(LinearLR, CosineAnnealingLR)``, ``clip_grad_norm`` ``torch.nn.utils.clip_grad_norm_``,
+``AdamW`` ``torch.optim.AdamW`` step for step.
+"""
+import math
+
+import torch
+
+
+def warmup_cosine_lr(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    """The learning rate of 0-based ``step`` (``0 <= step < max_steps``), a Python float.
+
+    Linear warmup over the first ``warmup_steps`` steps: ``max_lr * (step + 1) / warmup_steps``
+    (step 0 already learns, with ``max_lr / warmup_steps``; step ``warmup_steps - 1`` reaches
+    ``max_lr``). Then cosine decay from ``max_lr`` (at step ``warmup_steps``) towards ``min_lr``
+    (reached at ``max_steps``): ``min_lr + (max_lr - min_lr) * (1 + cos(pi * progress)) / 2``
+    with ``progress = (step - warmup_steps) / (max_steps - warmup_steps)``.
+
+    中文：第 ``step`` 步（从 0 数）的学习率：前 ``warmup_steps`` 步线性预热到 ``max_lr``（第 0 步就是
+    ``max_lr / warmup_steps``，不是 0），之后按余弦从 ``max_lr`` 降向 ``min_lr``。
+    """
+    ### BEGIN SOLUTION
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    ### END SOLUTION
+
+
+def clip_grad_norm(parameters, max_norm):
+    """Clip the gradients of ``parameters`` in place by their **global** L2 norm; return that norm.
+
+    The global norm is the L2 norm of every gradient together, as one long vector:
+    ``total = sqrt(sum over parameters of (p.grad ** 2).sum())`` (parameters whose ``.grad`` is
+    ``None`` are skipped). When ``total > max_norm`` every gradient is multiplied by the same
+    factor ``max_norm / (total + 1e-6)`` (as ``torch.nn.utils.clip_grad_norm_``): the direction of
+    the update is kept, only its length shrinks. Otherwise nothing changes. Returns ``total``
+    (before clipping) as a Python float. ``parameters`` may be a generator such as
+    ``model.parameters()``, which can be gone through only once.
+
+    中文：按**全局** L2 范数裁剪梯度（所有梯度拼成一个向量的范数），原地修改；总范数超过 ``max_norm``
+    时，所有梯度乘同一个系数 ``max_norm / (total + 1e-6)``。返回裁剪前的总范数。
+    """
+    ### BEGIN SOLUTION
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = torch.stack([g.detach().norm() for g in grads]).norm().item()  # norm of the per-tensor norms
+    scale = max_norm / (total + 1e-6)
+    if scale < 1.0:
+        for g in grads:
+            g.mul_(scale)
+    return total
+    ### END SOLUTION
+
+
+class AdamW:
+    """AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"), as ``torch.optim.AdamW``.
+
+    ``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)``; ``params`` are
+    tensors (a list, or a generator such as ``model.parameters()``). ``lr`` is an attribute the
+    training loop may change before any step (the schedule). ``step()`` updates every parameter
+    that has a ``.grad``, in place, with ``t`` the number of steps taken so far, this one included:
+
+        p <- p - lr * weight_decay * p              (decoupled: the decay never enters m or v)
+        m <- beta1 * m + (1 - beta1) * g            (first moment, starts at 0)
+        v <- beta2 * v + (1 - beta2) * g * g        (second moment, starts at 0)
+        m_hat = m / (1 - beta1 ** t), v_hat = v / (1 - beta2 ** t)   (bias correction)
+        p <- p - lr * m_hat / (sqrt(v_hat) + eps)
+
+    ``zero_grad()`` sets every parameter's ``.grad`` to ``None``.
+
+    中文：AdamW：权重衰减与梯度**解耦**（直接让参数乘 ``1 - lr * weight_decay``，不加进梯度），
+    一阶、二阶矩从 0 开始并做偏差修正（除以 ``1 - beta ** t``，t 从 1 数）。参数原地更新。
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        ### BEGIN SOLUTION
+        self.t = 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        ### END SOLUTION
+
+    @torch.no_grad()
+    def step(self):
+        ### BEGIN SOLUTION
+        self.t += 1
+        beta1, beta2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            g = p.grad
+            p.mul_(1 - self.lr * self.weight_decay)  # decoupled weight decay
+            m.mul_(beta1).add_(g, alpha=1 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            m_hat = m / (1 - beta1 ** self.t)  # bias correction: m and v start at 0
+            v_hat = v / (1 - beta2 ** self.t)
+            p.sub_(self.lr * m_hat / (v_hat.sqrt() + self.eps))
+        ### END SOLUTION
+
+    def zero_grad(self):
+        ### BEGIN SOLUTION
+        for p in self.params:
+            p.grad = None
+        ### END SOLUTION

@@ -1,0 +1,241 @@
+"""Checks of chapter 08's training pieces (``solutions/training.py``): the warmup + cosine learning-rate
+schedule, gradient clipping by global norm and AdamW's update.
+
+Every case runs in float64. The references are themselves proven against PyTorch
+(``SequentialLR(LinearLR, CosineAnnealingLR)``, ``torch.nn.utils.clip_grad_norm_``,
+``torch.optim.AdamW``) in tests/test_reference_llm.py.
+"""
+import math
+
+import torch
+
+from ..engine.diagnosis import combine
+from ..engine.messages import define_mistakes
+from ..engine.running import randn
+from ..engine.specs import Bug, Case, FunctionCheck, wrong
+
+MISTAKES = define_mistakes({
+    "lr_warmup_off_by_one": (
+        "预热差了一步：第 0 步的学习率是 max_lr * step / warmup = 0，这一步白算了；"
+        "应为 max_lr * (step + 1) / warmup，第 warmup - 1 步正好到 max_lr",
+        "warmup off by one: step 0 gets max_lr * step / warmup = 0, a wasted step; use max_lr * (step + 1) / "
+        "warmup, reaching max_lr at step warmup - 1",
+    ),
+    "lr_cosine_ignores_min_lr": (
+        "余弦衰减到了 0，没有停在 min_lr：应为 min_lr + (max_lr - min_lr) * (1 + cos) / 2",
+        "the cosine decays to 0 instead of min_lr: use min_lr + (max_lr - min_lr) * (1 + cos) / 2",
+    ),
+    "lr_cosine_from_step_zero": (
+        "余弦的进度从第 0 步算起（step / max_steps）：应从预热结束算起，progress = (step - "
+        "warmup) / (max_steps - warmup)，预热刚结束时学习率是 max_lr",
+        "the cosine's progress counts from step 0 (step / max_steps): count it from the end of the warmup, "
+        "(step - warmup) / (max_steps - warmup), so the decay starts at max_lr",
+    ),
+    "clip_per_parameter": (
+        "每个参数各自按自己的范数裁剪：应把所有梯度当作一个向量算**全局**范数，再让所有梯度乘同一个系数（否则更新的方向变了）",
+        "each parameter clipped by its own norm: take the **global** norm of all gradients as one vector and "
+        "scale every gradient by the same factor (else the update changes direction)",
+    ),
+    "clip_always_rescales": (
+        "范数小于 max_norm 时也缩放了（把梯度放大到 max_norm）：只有总范数超过 max_norm 时才裁剪",
+        "gradients rescaled even when their norm is below max_norm (scaled up to max_norm): clip only when "
+        "the total norm exceeds max_norm",
+    ),
+    "clip_returns_clipped_norm": (
+        "返回的是裁剪之后的范数：应返回裁剪之前的总范数（训练日志要看的是它）",
+        "returns the norm after clipping: return the total norm before clipping (what a training log needs to"
+        " show)",
+    ),
+    "clip_generator_consumed": (
+        "parameters 是生成器（model.parameters()），只能遍历一次：算范数时已经遍历完，缩放时一个梯度"
+        "都没拿到；先 list(parameters)",
+        "parameters is a generator (model.parameters()) and can be gone through once: the norm used it up, "
+        "the scaling saw no gradient; take list(parameters) first",
+    ),
+    "clip_no_sqrt": (
+        "总范数少了开方：sum(g ** 2) 是范数的平方",
+        "the total norm lacks its square root: sum(g ** 2) is the squared norm",
+    ),
+    "adamw_l2_in_gradient": (
+        "权重衰减加进了梯度（g + weight_decay * p，即 Adam 的 L2 正则）：AdamW 的衰减是**解"
+        "耦**的，直接 p -= lr * weight_decay * p，不进 m 和 v（否则梯度大的参数几乎不衰减）",
+        "weight decay added to the gradient (g + weight_decay * p: Adam with L2): AdamW's decay is "
+        "**decoupled**, p -= lr * weight_decay * p, never entering m and v (else parameters with large "
+        "gradients barely decay)",
+    ),
+    "adamw_no_bias_correction": (
+        "没有偏差修正：m、v 从 0 开始，前几步偏小；应除以 1 - beta1 ** t 和 1 - beta2 ** t（"
+        "t 从 1 数）",
+        "no bias correction: m and v start at 0 and are too small early on; divide by 1 - beta1 ** t and 1 - "
+        "beta2 ** t (t counted from 1)",
+    ),
+    "adamw_decay_without_lr": (
+        "权重衰减没有乘学习率（p -= weight_decay * p）：PyTorch 的 AdamW 是 p -= lr "
+        "* weight_decay * p，学习率调度也作用在衰减上",
+        "weight decay not multiplied by the learning rate (p -= weight_decay * p): PyTorch's AdamW uses p -= "
+        "lr * weight_decay * p, so the schedule scales the decay too",
+    ),
+    "adamw_eps_inside_sqrt": (
+        "eps 放进了开方里（sqrt(v_hat + eps)）：应为 sqrt(v_hat) + eps；梯度很小时两者差很"
+        "多",
+        "eps inside the square root (sqrt(v_hat + eps)): use sqrt(v_hat) + eps; they differ a lot when "
+        "gradients are small",
+    ),
+})
+
+
+# ---------------------------------------------------------------- warmup_cosine_lr
+
+def _lr_values(fn, case):
+    values = [fn(s, case["max_lr"], case["warmup_steps"], case["max_steps"], case["min_lr"])
+              for s in range(case["max_steps"])]
+    return torch.tensor([float(v) for v in values], dtype=torch.float64)  # (max_steps,)
+
+
+def lr_variants(ref, case):
+    max_lr, warmup, total, min_lr = (case[k] for k in ("max_lr", "warmup_steps", "max_steps", "min_lr"))
+
+    def run(shift=1, low=min_lr, from_zero=False):
+        def lr(step, *_):
+            if step < warmup:
+                return max_lr * (step + shift) / warmup
+            progress = step / total if from_zero else (step - warmup) / max(1, total - warmup)
+            return low + (max_lr - low) * 0.5 * (1 + math.cos(math.pi * progress))
+        return {"lrs": _lr_values(lr, case)}
+
+    return [wrong("lr_warmup_off_by_one", lambda: run(shift=0)),
+            wrong("lr_cosine_ignores_min_lr", lambda: run(low=0.0)),
+            wrong("lr_cosine_from_step_zero", lambda: run(from_zero=True))]
+
+
+def _lr_cases():
+    keys = ("max_lr", "warmup_steps", "max_steps", "min_lr")
+    return [Case(", ".join(f"{k}={v}" for k, v in zip(keys, values)) + "，每一步 / every step", {},
+                 dict(zip(keys, values)))
+            for values in ((1e-3, 10, 50, 1e-4), (5e-3, 20, 600, 5e-4), (1.0, 1, 5, 0.0), (3e-4, 4, 12, 0.0))]
+
+
+# ---------------------------------------------------------------- clip_grad_norm
+
+def _clip_call(f, case, _):
+    params = [torch.zeros(g.shape if g is not None else (2,), dtype=torch.float64, requires_grad=True)
+              for g in case["grads"]]
+    for p, g in zip(params, case["grads"]):
+        p.grad = None if g is None else g.clone()
+    norm = f(iter(params) if case["generator"] else params, case["max_norm"])
+    return torch.cat([p.grad.flatten() for p in params if p.grad is not None]), norm  # (total numel,), norm
+
+
+def clip_variants(ref, case):
+    grads = [g for g in case["grads"] if g is not None]
+    max_norm = case["max_norm"]
+    total = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+
+    def scaled(factors):
+        return torch.cat([(g * s).flatten() for g, s in zip(grads, factors)])  # (total numel,)
+
+    def clip(norm):
+        return [min(1.0, max_norm / (norm + 1e-6))] * len(grads)
+
+    per_parameter = [min(1.0, max_norm / (float(g.norm()) + 1e-6)) for g in grads]
+    found = [wrong("clip_per_parameter", lambda: {"grads": scaled(per_parameter)}),
+             wrong("clip_always_rescales", lambda: {"grads": scaled([max_norm / (total + 1e-6)] * len(grads))}),
+             wrong("clip_returns_clipped_norm", lambda: {"norm": total * clip(total)[0]}),
+             wrong("clip_no_sqrt", lambda: {"grads": scaled(clip(total ** 2)), "norm": total ** 2})]
+    if case["generator"]:
+        found.append(wrong("clip_generator_consumed", lambda: {"grads": scaled([1.0] * len(grads)), "norm": total}))
+    return found
+
+
+def _clip_cases():
+    g = torch.Generator().manual_seed(48)
+    return [Case("3 个参数、总范数约 5 > max_norm=1 / 3 tensors, total norm ~5 > max_norm=1",
+                 {}, {"grads": [randn(g, 4, 3), randn(g, 5), randn(g, 2, 2, 2)], "max_norm": 1.0,
+                      "generator": False}),
+            Case("一个参数的梯度远大于其他 / one gradient much larger than the others, max_norm=1",
+                 {}, {"grads": [randn(g, 3, 3, scale=2.0), randn(g, 4, scale=0.05)], "max_norm": 1.0,
+                      "generator": False}),
+            Case("总范数小于 max_norm=10：不变 / total norm below max_norm=10: unchanged",
+                 {}, {"grads": [randn(g, 3, 2), randn(g, 6)], "max_norm": 10.0, "generator": False}),
+            Case("参数是生成器（model.parameters()），其中一个没有梯度 / a generator of parameters, one without .grad",
+                 {}, {"grads": [randn(g, 2, 5), None, randn(g, 7, scale=3.0)], "max_norm": 0.5,
+                      "generator": True})]
+
+
+# ---------------------------------------------------------------- AdamW
+
+ADAMW_DEFAULTS = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+ADAMW_BUGS = [Bug("adamw_l2_in_gradient", dict(l2=True)), Bug("adamw_no_bias_correction", dict(corrected=False)),
+              Bug("adamw_decay_without_lr", dict(decay_lr=False)), Bug("adamw_eps_inside_sqrt", dict(eps_inside=True))]
+
+
+def _adamw_call(cls, case, _):
+    params = [p.clone().requires_grad_(True) for p in case["params"]]
+    optimizer = cls(params, **case["kwargs"])
+    snapshots = []
+    for k, grads in enumerate(case["grads"]):
+        if case["lrs"] is not None:
+            optimizer.lr = case["lrs"][k]
+        for p, grad in zip(params, grads):
+            p.grad = grad.clone()
+        optimizer.step()
+        snapshots.append(torch.cat([p.detach().flatten() for p in params]).clone())  # (total numel,)
+    return snapshots[0], snapshots[-1]
+
+
+def adamw_variants(ref, case):
+    settings = {**ADAMW_DEFAULTS, **case["kwargs"]}
+    beta1, beta2 = settings["betas"]
+    eps, decay = settings["eps"], settings["weight_decay"]
+
+    def run(l2=False, corrected=True, decay_lr=True, eps_inside=False):
+        params = [p.clone() for p in case["params"]]
+        m = [torch.zeros_like(p) for p in params]
+        v = [torch.zeros_like(p) for p in params]
+        snapshots, lr = [], settings["lr"]
+        for t, grads in enumerate(case["grads"], start=1):
+            lr = case["lrs"][t - 1] if case["lrs"] is not None else lr
+            for i, grad in enumerate(grads):
+                p = params[i]
+                if l2:
+                    grad = grad + decay * p
+                else:
+                    p = p * (1 - (lr * decay if decay_lr else decay))
+                m[i] = beta1 * m[i] + (1 - beta1) * grad
+                v[i] = beta2 * v[i] + (1 - beta2) * grad * grad
+                m_hat = m[i] / (1 - beta1 ** t) if corrected else m[i]
+                v_hat = v[i] / (1 - beta2 ** t) if corrected else v[i]
+                denominator = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+                params[i] = p - lr * m_hat / denominator
+            snapshots.append(torch.cat([p.flatten() for p in params]))  # (total numel,)
+        return {"params after step 1": snapshots[0], "params after the last step": snapshots[-1]}
+
+    return combine(ADAMW_BUGS, run)
+
+
+def _adamw_cases():
+    g = torch.Generator().manual_seed(49)
+
+    def case(label, shapes, steps, kwargs, lrs=None, grad_scale=1.0):
+        params = [randn(g, *shape) for shape in shapes]
+        grads = [[randn(g, *shape, scale=grad_scale) for shape in shapes] for _ in range(steps)]
+        return Case(label, {}, {"params": params, "grads": grads, "kwargs": kwargs, "lrs": lrs})
+
+    return [case("默认超参、3 个参数、5 步 / defaults, 3 tensors, 5 steps", [(4, 3), (3,), (2, 2, 2)], 5, {}),
+            case("betas=(0.9, 0.95)、weight_decay=0.1、每步改 lr / lr changed before every step", [(5, 4), (4,)], 6,
+                 dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1), lrs=[0.01, 0.02, 0.015, 0.01, 0.005, 0.001]),
+            case("weight_decay=0、一步 / one step", [(3, 3)], 1, dict(lr=0.1, weight_decay=0.0)),
+            case("很小的梯度（约 1e-4）、eps=1e-6 / tiny gradients (~1e-4), eps=1e-6", [(6,), (2, 3)], 3,
+                 dict(lr=0.05, eps=1e-6, weight_decay=0.5), grad_scale=1e-4)]
+
+
+# ---------------------------------------------------------------- the checks
+
+FunctionCheck("warmup_cosine_lr", cases=_lr_cases, outputs=("lrs",), variants=lr_variants,
+              call=lambda f, case, _: _lr_values(f, case))
+
+FunctionCheck("clip_grad_norm", cases=_clip_cases, outputs=("grads", "norm"), variants=clip_variants,
+              call=_clip_call)
+
+FunctionCheck("AdamW", cases=_adamw_cases, outputs=("params after step 1", "params after the last step"),
+              variants=adamw_variants, call=_adamw_call)
