@@ -489,7 +489,7 @@ def sanitize_outputs(executed, source):
                     data.pop(mime, None)
                 if not data:
                     continue
-                # a retina PNG's size on screen (half its pixels: tutor/plots.py), nothing else
+                # a retina PNG's size on screen (half its pixels: tutor/plots/style.py), nothing else
                 output.metadata = {mime: shown_as[mime] for mime in sorted(shown_as) if mime in data}
                 for mime, value in data.items():
                     if isinstance(value, str) and mime.startswith("text/"):
