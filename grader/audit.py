@@ -9,6 +9,7 @@ No nbgrader here: ``grader.audit_submission.AuditSubmission`` applies it to a no
 allow-lists below as settings configurable from ``nbgrader_config.py``.
 """
 import ast
+from collections import deque
 from typing import NamedTuple
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -450,9 +451,30 @@ def builtin_uses(source, external=None, forbidden=FORBIDDEN_BUILTINS):
 
 
 
+def bound_names(tree, defs_only=False):
+    """Names a cell binds in the notebook's namespace, top-level statements first: every name stored
+    outside function and class bodies, lambdas and comprehensions (assignments, for/with targets,
+    walrus), and def, class and import names; ``defs_only``: the def and class names alone."""
+    bound, todo = {}, deque(tree.body)
+    while todo:
+        node = todo.popleft()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound[node.name] = None
+            continue
+        if defs_only:
+            pass
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update(dict.fromkeys((a.asname or a.name).split(".")[0] for a in node.names))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound[node.id] = None
+        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo.extend(ast.iter_child_nodes(node))
+    return list(bound)
+
+
 def defined(source):
     """Names a cell defines at top level (``def``/``class``): the exercise's contract names."""
     tree = _parse(source)
-    return [] if tree is None else [n.name for n in tree.body
-                                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [] if tree is None else bound_names(tree, defs_only=True)
+
 

@@ -26,7 +26,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from catalogue.idioms import IDIOMS  # noqa: E402
-from tools import build  # noqa: E402
+from grader import audit  # noqa: E402
 from tools.paths import ROOT, SOURCE
 from tutor import guard  # noqa: E402
 
@@ -88,7 +88,7 @@ def _names(source):
     """(names a cell binds outside function bodies, names it reads anywhere): an over-approximation."""
     tree = ast.parse(source)
     loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return build.top_level_bindings(tree), loaded
+    return set(audit.bound_names(tree)), loaded
 
 
 @functools.cache

@@ -42,6 +42,7 @@ from nbval.plugin import coalesce_streams, get_sanitize_patterns
 from traitlets.config.loader import PyFileConfigLoader
 
 import contract
+from grader.audit import bound_names
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -162,25 +163,6 @@ def _parse_cell(code):
     return ast.parse("\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!"))))
 
 
-def top_level_bindings(tree):
-    """Names a cell binds in the notebook's namespace: every name stored outside function and class
-    bodies, lambdas and comprehensions (assignments, for/with targets, walrus), and def, class and
-    import names."""
-    bound, todo = set(), list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound.add(node.id)
-        if not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            todo.extend(ast.iter_child_nodes(node))
-    return bound
-
-
 def earlier_components(name, cells):
     """What ``provided="earlier"`` stands for: every component of an earlier chapter (the contract
     registry) that the lesson's code uses, directly or through another such component, in teaching
@@ -202,7 +184,7 @@ def earlier_components(name, cells):
         tree = _parse_cell(code)
         used |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         if "exercise" not in cell.metadata and "provided" not in cell.metadata:
-            own |= top_level_bindings(tree)
+            own |= set(bound_names(tree))
     names = contract.with_dependencies(used - own, lambda n: reference_source(n, name, False), among=earlier)
     needed = {n.id for c in names for n in ast.walk(ast.parse(reference_source(c, name, False)))
               if isinstance(n, ast.Name) and n.id in constants}
@@ -489,7 +471,7 @@ def sanitize_outputs(executed, source):
                     data.pop(mime, None)
                 if not data:
                     continue
-                # a retina PNG's size on screen (half its pixels: tutor/plots.py), nothing else
+                # a retina PNG's size on screen (half its pixels: tutor/plots/style.py), nothing else
                 output.metadata = {mime: shown_as[mime] for mime in sorted(shown_as) if mime in data}
                 for mime, value in data.items():
                     if isinstance(value, str) and mime.startswith("text/"):

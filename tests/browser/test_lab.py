@@ -84,7 +84,7 @@ def assert_figure(image, shots, name):
     assert inked > 0.03 and colours > 30, f"{name}: the figure looks blank ({inked:.1%} inked, {colours} colours)"
     assert natural_w >= 1.9 * shown_w, (
         f"{name}: the PNG has {natural_w} px for {shown_w} CSS px: blurry on a HiDPI screen "
-        "(tutor/plots.py turns on the retina format)")
+        "(tutor/plots/style.py turns on the retina format)")
 
 
 def fonts_for(page, element):
