@@ -269,7 +269,7 @@ with np.errstate(over="ignore", invalid="ignore"):
 #   第 08 章和第 09 章各有一个训练单元格，在 2 核 CPU 上要跑几分钟（有进度条）。
 # - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，
 #   所以重跑得到相同的数字；改了前面的单元，记得从头重跑，别依赖旧的变量。
-# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），第 08 章要训练一个小 GPT，各要几分钟。
+# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），第 08、09 章各训练一个小 GPT，都要几分钟。
 # - **测试整个课程**（维护者）：`make test`。
 # - **nbgrader**（老师）：见 `README.md` 的 Instructor path 和 `docs/INSTRUCTOR.md`。
 #

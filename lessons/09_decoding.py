@@ -235,6 +235,7 @@ elif model is not None:
         for _poem in _samples[:6]:
             print(("regular  " if is_regular_poem(_poem) else "irregular") + " | " + _poem)
         print(f"~{sum(map(is_regular_poem, _samples))} of 20 samples in regular form")
+        print("target (chapter 08, section 9) at least 90 % regular:", "met" if sum(map(is_regular_poem, _samples)) >= 18 else "not met")
     except NotImplementedError:
         print(FINISH_FIRST)
 else:

@@ -13,6 +13,7 @@ import pytest
 from nbval.plugin import get_sanitize_patterns
 
 from pipeline_helpers import LESSONS, ROOT, build, copy_build_inputs, nbgrader_meta, read_nb
+from tools.paths import ANSWER_KEYS
 
 
 def generated_files(root):
@@ -54,7 +55,7 @@ def test_committed_editions_match_a_fresh_build(fresh):
 @pytest.mark.parametrize("name", LESSONS)
 def test_answer_key_cells_match_the_lesson(name):
     """The answer key is the self-study notebook with the solutions in place, executed."""
-    key_path = ROOT / "solutions" / "answer_keys" / f"{name}.ipynb"
+    key_path = ANSWER_KEYS / f"{name}.ipynb"
     assert key_path.exists(), f"{key_path.relative_to(ROOT)} missing -- run `make build`"
     key, fresh_key = read_nb(key_path), build.answer_key_notebook(name)
     stale = (f"{name}: the answer key is stale -- rebuild it with execution: "
@@ -70,7 +71,7 @@ def test_answer_key_cells_match_the_lesson(name):
 @pytest.mark.parametrize("name", LESSONS)
 def test_solved_selfstudy_notebook_shows_only_green_checks(name):
     """Solved, every check a learner runs says ✅ (tests/test_nbval.py proves it still does)."""
-    key = read_nb(ROOT / "solutions" / "answer_keys" / f"{name}.ipynb")
+    key = read_nb(ANSWER_KEYS / f"{name}.ipynb")
     exercises = {n.strip() for c in build.read_lesson(name) if "exercise" in c.metadata
                  for n in str(c.metadata["exercise"]).split(",")}
     checked = 0
@@ -104,7 +105,7 @@ def test_answer_key_holds_real_outputs(name):
     """What a reader opens (the answer key, the web edition) shows real numbers and figures: every
     matplotlib figure is stored as a PNG, and no placeholder of a rule that nbval applies only when
     comparing is stored (``~NUM``, ``PROGRESS-BAR``)."""
-    key = read_nb(ROOT / "solutions" / "answer_keys" / f"{name}.ipynb")
+    key = read_nb(ANSWER_KEYS / f"{name}.ipynb")
     placeholders = compare_only_placeholders()
     for cell in (c for c in key.cells if c.cell_type == "code"):
         for output in cell.outputs:
@@ -118,7 +119,7 @@ def test_answer_key_holds_real_outputs(name):
 
 
 def test_no_answer_key_without_a_lesson():
-    keys = {p.stem for p in (ROOT / "solutions" / "answer_keys").glob("*.ipynb")}
+    keys = {p.stem for p in ANSWER_KEYS.glob("*.ipynb")}
     assert keys <= set(LESSONS), f"answer keys without a lesson: {sorted(keys - set(LESSONS))}"
 
 

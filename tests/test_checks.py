@@ -26,7 +26,7 @@ import torch.nn.functional as F
 import catalogue
 from catalogue import realworld, realworld_llm
 from catalogue.reference import load
-from tools.paths import ROOT
+from tools.paths import ANSWER_KEYS, ROOT
 from tutor import mistakes
 from tutor.checks import CHECKS, MORE, NOT_IMPLEMENTED, run_check
 from tutor.engine import diagnosis, running
@@ -320,9 +320,9 @@ def test_reference_package_is_refused():
 
 
 def test_own_code_passes_with_the_working_directory_inside_solutions(monkeypatch):
-    """The answer keys run in solutions/answer_keys/: code objects named "<frozen abc>" or
+    """The answer keys run in answer_keys/: code objects named "<frozen abc>" or
     "<string>" are not files there, so they must not count as reference code."""
-    monkeypatch.chdir(ROOT / "solutions" / "answer_keys")
+    monkeypatch.chdir(ANSWER_KEYS)
     for check in ("MultiHeadAttention", "scaled_dot_product_attention", "FeedForward"):
         result = run_check(check, REFERENCE[check])
         assert result.passed, result.message

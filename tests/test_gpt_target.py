@@ -2,6 +2,8 @@
 
 The recipe and the target live in benchmarks/gpt_train.py (which also prints the seconds; a
 timed unit test would fail on a busy machine, so the time is a benchmark number, not a test).
+Lessons 08 and 09 train that recipe and print whether the target is met; their re-run under nbval
+(tests/test_nbval.py) is what trains it in the suite.
 The target is relative to the unigram baseline on the same validation poems: the tests below show
 that models which ignore context (character frequencies) or see only the previous character (a
 bigram table counted on the training poems) miss it, so passing it takes more than frequencies.
@@ -14,8 +16,9 @@ import pytest
 import torch
 import torch.nn as nn
 
+from pipeline_helpers import read_nb
 from solutions import estimate_loss, is_regular_poem
-from tools.paths import ROOT
+from tools.paths import ANSWER_KEYS, ROOT
 
 
 def load_benchmark():
@@ -79,17 +82,18 @@ def test_form_rule_rejects_context_free_samples(corpus):
     assert all(map(is_regular_poem, poems))
 
 
-@pytest.mark.slow
-def test_lesson_recipe_meets_the_target():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(bench.THREADS)
-    try:
-        result = bench.run(seed=0)
-    finally:
-        torch.set_num_threads(threads)
-    val_loss, unigram, form = result["history"]["val_loss"], result["unigram"], result["form"]
-    assert result["history"]["loss"][0] > unigram, "training must start above the unigram loss"
-    assert bench.meets_target(val_loss, unigram, form), f"val {val_loss:.3f}, unigram {unigram:.3f}, form {form:.0f}%"
+TARGET_LINES = {"08_gpt": "target (section 9) validation <= unigram - 1.0: met",
+                "09_decoding": "target (chapter 08, section 9) at least 90 % regular: met"}
+
+
+@pytest.mark.parametrize("lesson", sorted(TARGET_LINES))
+def test_answer_keys_record_the_target_met(lesson):
+    """The answer keys of 08 (the loss) and 09 (the form of 20 samples) trained the benchmark's recipe and
+    printed that the target is met. That line carries no "~" number, so tests/test_nbval.py, which trains
+    both again, compares it: every run of the suite re-proves the target without a third training here."""
+    key = read_nb(ANSWER_KEYS / f"{lesson}.ipynb")
+    printed = "".join(o.get("text", "") for c in key.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert TARGET_LINES[lesson] in printed.splitlines(), f"{lesson}'s answer key does not say the target is met"
 
 
 @pytest.mark.parametrize("lesson", ["08_gpt", "09_decoding"])
@@ -102,8 +106,8 @@ def test_lessons_state_the_benchmark_recipe(lesson):
         if key != "max_steps":  # the lesson trains less under nbgrader: MAX_STEPS
             written = [ast.literal_eval(v) for v in re.findall(rf"\b{key}=([0-9.e+-]+|True|False)[,)\s]", text)]
             assert value in written, f"lesson {lesson} does not use {key}={value} (it writes {written})"
-    grading_steps = 2 if lesson == "08_gpt" else 0  # 09 does not train while grading (its trained-model demos skip)
-    assert f"MAX_STEPS = {grading_steps} if GRADING else {bench.TRAIN['max_steps']}" in text
+    # neither trains while grading (the demos that need the trained model skip): grading time stays small
+    assert f"MAX_STEPS = 0 if GRADING else {bench.TRAIN['max_steps']}" in text
     assert f"VAL_POEMS = {bench.VAL_POEMS}" in text
     if lesson == "08_gpt":
         assert f"比一元模型低 {bench.MARGIN}" in text, f"lesson 08 does not state the target margin {bench.MARGIN}"

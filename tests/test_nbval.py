@@ -9,6 +9,7 @@ import time
 import pytest
 
 from pipeline_helpers import LESSONS, ROOT
+from tools.paths import ANSWER_KEYS
 
 pytestmark = pytest.mark.slow  # every answer key re-run: `make test-fast` leaves them out
 
@@ -17,7 +18,7 @@ SANITIZE = ROOT / "tools" / "nbval_sanitize.cfg"
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_answer_key_reruns_and_matches(name, record_property):
-    key = ROOT / "solutions" / "answer_keys" / f"{name}.ipynb"
+    key = ANSWER_KEYS / f"{name}.ipynb"
     assert key.exists(), f"{key.relative_to(ROOT)} missing -- run `make build`"
     # Same kernel environment as tools/build.py used: inline figures, no grading mode.
     env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "NBGRADER_EXECUTION")}

@@ -12,6 +12,7 @@ from test_leaks import FORBIDDEN_ANYWHERE, FORBIDDEN_IN_CODE, exercise_names, sn
 
 from pipeline_helpers import LESSONS, ROOT, read_nb
 from tools import make_site
+from tools.paths import ANSWER_KEYS
 
 EVERY_SOLUTION = {s for name in LESSONS for obj in exercise_names(name) for s in solution_snippets(obj)}
 SOLUTION_LINES = {line for snippet in EVERY_SOLUTION for line in snippet}
@@ -65,7 +66,7 @@ def test_pages_show_the_answer_keys_outputs_and_figures(staged):
     """A cell whose code the page shows as the answer key ran it has the key's outputs, figures as
     PNG; an output is left out only when it prints reference code (a drill's reveal)."""
     for code, name, page in pages(staged):
-        key = {c.id: c for c in read_nb(ROOT / "solutions" / "answer_keys" / f"{name}.ipynb").cells}
+        key = {c.id: c for c in read_nb(ANSWER_KEYS / f"{name}.ipynb").cells}
         for cell in page.cells:
             if cell.cell_type != "code" or cell.source != key[cell.id].source:
                 continue
@@ -90,7 +91,7 @@ def test_no_page_shows_a_solution_or_reference_code(staged):
                              and not c.metadata.get("jupyter", {}).get("source_hidden"))
         leaked = sorted((shown(page) & EVERY_SOLUTION) - openly)
         assert not leaked, f"{code}/{name}: reference code on the page: {leaked[:3]}"
-        key = read_nb(ROOT / "solutions" / "answer_keys" / f"{name}.ipynb")
+        key = read_nb(ANSWER_KEYS / f"{name}.ipynb")
         in_keys += bool(snippets_in(make_site.output_text(o) for c in key.cells if c.cell_type == "code"
                                     for o in c.outputs) & EVERY_SOLUTION)
     assert in_keys, "no answer key prints reference code any more: the output filter is untested"

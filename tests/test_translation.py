@@ -1,5 +1,5 @@
 """The English edition (tools/translate.py, tools/build.py): every markdown cell of every lesson has current
-English in lessons/en/NN_topic.po, and notebooks/en/ and solutions/answer_keys/en/ are the Chinese editions
+English in lessons/en/NN_topic.po, and notebooks/en/ and answer_keys/en/ are the Chinese editions
 with that English: the same code cells, cell ids and outputs. (That notebooks/en/ is byte for byte what the
 build makes is tests/test_build.py's comparison of every file under notebooks/.)"""
 import polib
@@ -7,6 +7,7 @@ import pytest
 
 from pipeline_helpers import LESSONS, ROOT, read_nb
 from tools import build, translate
+from tools.paths import ANSWER_KEYS
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -30,15 +31,15 @@ def test_english_notebook_has_the_same_code_cells_and_ids(name):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_english_answer_key_is_the_answer_key_in_english(name):
-    path = ROOT / "solutions" / "answer_keys" / "en" / f"{name}.ipynb"
+    path = ANSWER_KEYS / "en" / f"{name}.ipynb"
     assert path.exists(), f"{path.relative_to(ROOT)} missing -- run `make build`"
     assert read_nb(path) == build.english_answer_key(name), (
         f"{path.relative_to(ROOT)} is stale -- `.venv/bin/python tools/build.py --only {name} --no-execute` "
-        f"rewrites it from solutions/answer_keys/{name}.ipynb")
+        f"rewrites it from answer_keys/{name}.ipynb")
 
 
 def test_english_editions_hold_only_lessons():
-    for folder in (ROOT / "notebooks" / "en", ROOT / "solutions" / "answer_keys" / "en"):
+    for folder in (ROOT / "notebooks" / "en", ANSWER_KEYS / "en"):
         assert sorted(p.stem for p in folder.glob("*.ipynb")) == LESSONS, folder.relative_to(ROOT)
     assert not translate.orphans(), "a catalogue without a lesson: run `.venv/bin/python -m tools.translate update`"
 

@@ -4,12 +4,12 @@
       -> source/NN_topic/NN_topic.ipynb      (nbgrader instructor notebook)
       -> release/NN_topic/                   (``nbgrader generate_assignment NN_topic --no-db --force``)
       -> notebooks/NN_topic.ipynb            (self-study edition: stubs + visible checks)
-      -> solutions/answer_keys/NN_topic.ipynb (self-study notebook with the solutions in place,
+      -> answer_keys/NN_topic.ipynb (self-study notebook with the solutions in place,
                                                 executed: real outputs and figures, timings sanitised)
     lessons/en/NN_topic.po                   (the English of every markdown cell, tools/translate.py)
       -> notebooks/en/NN_topic.ipynb         (the English self-study edition: the same code cells and
                                                 cell ids, English markdown)
-      -> solutions/answer_keys/en/NN_topic.ipynb (the answer key's cells and outputs, English markdown)
+      -> answer_keys/en/NN_topic.ipynb (the answer key's cells and outputs, English markdown)
 
 Usage (from anywhere; paths are resolved from the repository root):
 
@@ -49,9 +49,9 @@ LESSONS = ROOT / "lessons"
 SOURCE = ROOT / "source"
 RELEASE = ROOT / "release"
 NOTEBOOKS = ROOT / "notebooks"
-ANSWER_KEYS = ROOT / "solutions" / "answer_keys"
+ANSWER_KEYS = ROOT / "answer_keys"  # generated: the executed self-study notebooks with the solutions in place
 CATALOGUES = LESSONS / "en"  # gettext catalogues: the English of each lesson's markdown cells
-EN = "en"  # the English edition's folder in notebooks/ and solutions/answer_keys/
+EN = "en"  # the English edition's folder in notebooks/ and answer_keys/
 NBGRADER_CONFIG = ROOT / "nbgrader_config.py"
 SANITIZE_FILE = ROOT / "tools" / "nbval_sanitize.cfg"
 CONTRACT_DOC = ROOT / "docs" / "CONTRACT.md"
@@ -399,7 +399,7 @@ def answer_key_notebook(name, lang="zh"):
 
 
 def english_answer_key(name):
-    """The English answer key: solutions/answer_keys/<name>.ipynb (cells, outputs) with each markdown
+    """The English answer key: answer_keys/<name>.ipynb (cells, outputs) with each markdown
     cell in English, matched by cell id. None while that answer key does not exist."""
     path = ANSWER_KEYS / f"{name}.ipynb"
     if not path.exists():
@@ -484,7 +484,7 @@ def sanitize_outputs(executed, source):
 
 
 def execute_answer_key(name, nb):
-    """Run the answer key in solutions/answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
+    """Run the answer key in answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
     ANSWER_KEYS.mkdir(parents=True, exist_ok=True)
     executed = copy.deepcopy(nb)
     saved = {k: os.environ.pop(k) for k in ("MPLBACKEND", "NBGRADER_EXECUTION") if k in os.environ}
@@ -596,7 +596,7 @@ def main(argv=None):
             continue
         write_notebook(answer_key, ANSWER_KEYS / f"{name}.ipynb")
         write_english_answer_key(name)
-        print(f"executed solutions/answer_keys/{name}.ipynb in {seconds:.1f} s", flush=True)
+        print(f"executed answer_keys/{name}.ipynb in {seconds:.1f} s", flush=True)
     if failed or broken:
         sys.exit(f"not built: {', '.join(broken) or '-'}; answer keys failed to execute: {', '.join(failed) or '-'}")
 

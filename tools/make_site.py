@@ -1,7 +1,7 @@
 """The web edition (`make site`): a static site per language from the notebooks, offline.
 
     notebooks/NN_topic.ipynb (zh), notebooks/en/NN_topic.ipynb (en)   the self-study text: stubs
-  + solutions/answer_keys/NN_topic.ipynb                              the executed outputs, by cell id
+  + answer_keys/NN_topic.ipynb                              the executed outputs, by cell id
     -> build/site-cache/<lang>/src/                                   staged pages (rewritten only when
                                                                       their bytes change)
     -> build/site-cache/<lang>/html/ -> build/site/<lang>/            Sphinx + MyST-NB, incremental

@@ -9,3 +9,4 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "source"
+ANSWER_KEYS = ROOT / "answer_keys"  # generated: the executed self-study notebooks with the solutions in place

@@ -266,7 +266,7 @@ def test_formgrader_lists_generates_and_previews(page, lab, shots, expect):
 def test_validate_tells_the_truth(page, lab, shots, expect, which):
     """Validate fails an untouched learner notebook and passes a solved one (the answer key)."""
     path = (lab.learner_notebook(NOTEBOOK) if which == "unsolved"
-            else (lab.course / "solutions" / "answer_keys" / NOTEBOOK).relative_to(lab.root()).as_posix())
+            else (lab.course / "answer_keys" / NOTEBOOK).relative_to(lab.root()).as_posix())
     open_notebook(page, lab, path)
     page.locator(".jp-NotebookPanel:visible .jp-Toolbar").get_by_text("Validate", exact=True).click()
     message = page.locator(".jp-Dialog #validation-message")
