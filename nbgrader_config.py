@@ -35,7 +35,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # material out, whatever a maintainer leaves lying around.
 c.CourseDirectory.ignore = [
     ".*", "__pycache__", "*.pyc", ".ipynb_checkpoints", "feedback",
-    "*.py", "*.db", "*.sqlite", "answer_keys", "solutions", "*.bak", "*~",
+    "*.py", "*.db", "*.sqlite", "*.pt", "answer_keys", "solutions", "*.bak", "*~",
 ]
 
 # Seconds per cell under validate/autograde. Chapter 07 trains less when NBGRADER_EXECUTION is

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = dict(d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=3, max_len=128, dropout=0.0,
               tie_weights=False)
 TRAIN = dict(block_size=80, batch_size=24, max_steps=600, lr=5e-3, warmup=20, eval_every=100)
-SAMPLING = dict(temperature=0.8, top_p=0.9)
+SAMPLING = dict(temperature=0.7, top_p=0.9)
 PROMPT = "。\n"  # the end of a poem: training windows start anywhere, so a poem start is learnt after one
 VAL_POEMS = 1000
 MARGIN = 1.0       # the goal: val_loss <= unigram - MARGIN ...

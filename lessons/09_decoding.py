@@ -69,12 +69,15 @@ DATA = Path(tutor.__file__).resolve().parents[1] / "data"  # the course's data/ 
 # ## 1. 第 08 章的模型
 #
 # 与第 08 章相同的语料、分词器、验证集划分和训练配方（`benchmarks/gpt_train.py` 用的也是它）：3 层、$d = 128$、GQA 4/2，
-# 窗口 80、批 24，600 步。种子和配方都相同，所以它就是第 08 章的代码写对时训练出的那个模型。训练前先留一份随机初始化的副本，
-# 第 3 节比较训练前后的样本。评分（nbgrader）时不训练：要用训练好的模型的演示评分时跳过，其余的在随机初始化的模型上照样能运行。
+# 窗口 80、批 24，600 步。第 08 章的训练单元格把训练好的权重存进了同一个文件夹里的 `gpt_poems.pt`：这里直接加载它（几秒），
+# 用的就是你在第 08 章训练出的模型。找不到这个文件（没跑过第 08 章的训练，或在别的文件夹里），就用同样的种子和配方重新训练（几分钟），
+# 得到的是第 08 章的代码写对时训练出的那个模型。训练前先留一份随机初始化的副本，第 3 节比较训练前后的样本。
+# 评分（nbgrader）时不训练也不加载：要用训练好的模型的演示评分时跳过，其余的在随机初始化的模型上照样能运行。
 
 # %%
 VAL_POEMS = 1000
 MAX_STEPS = 0 if GRADING else 600
+CHECKPOINT = Path("gpt_poems.pt")  # written by chapter 08's training cell, in the folder of both notebooks
 tokenizer = model = untrained_model = None
 try:
     poems = load_poems(DATA / "tang_poems.txt")
@@ -86,9 +89,14 @@ try:
                 max_len=128, dropout=0.0, tie_weights=False)
     untrained_model = copy.deepcopy(model).eval()                          # kept for the samples of section 3
     if MAX_STEPS:
-        history = train_gpt(model, train_data, val_data, block_size=80, batch_size=24, max_steps=MAX_STEPS,
-                            lr=5e-3, warmup=20, eval_every=100, seed=0)
-        print(f"vocab_size V = {tokenizer.vocab_size}; final validation loss ~{history['val_loss']:.2f} after {MAX_STEPS} steps")
+        try:
+            model.load_state_dict(torch.load(CHECKPOINT))                   # chapter 08's trained model
+            print(f"loaded chapter 08's trained model from {CHECKPOINT}")
+        except (FileNotFoundError, RuntimeError):                          # none (or another model): train it here
+            train_gpt(model, train_data, val_data, block_size=80, batch_size=24, max_steps=MAX_STEPS,
+                      lr=5e-3, warmup=20, eval_every=100, seed=0)
+        model.eval()
+        print(f"vocab_size V = {tokenizer.vocab_size}; validation loss ~{estimate_loss(model, val_data, 80):.2f} after {MAX_STEPS} steps")
     else:
         model.eval()
         print("评分时不训练 / not trained while grading")
@@ -219,7 +227,7 @@ else:
 # （下面按格式打分的单元格给出数字），用字也像唐诗。但句子大多不通——上面的验证损失说的正是这一点。
 # 贪心解码和 top-k 5 容易陷进重复（同几个字翻来覆去）；温度 1.5 的分布太平，生僻字又多了起来。
 #
-# 按格式打分：像 `benchmarks/gpt_train.py` 一样采样 20 首（温度 0.8、top-p 0.9，一个固定种子），
+# 按格式打分：像 `benchmarks/gpt_train.py` 一样采样 20 首（温度 0.7、top-p 0.9，一个固定种子），
 # 数一数有几首是“至少 4 句，每句一样长、5 或 7 个字、逗号句号交替”的（`is_regular_poem`）。
 # 提示词是“。”加换行——上一首诗的结尾。训练窗口从文本的任意位置开始，模型学会的是“在一首诗结束之后”开始下一首；
 # 只给它一个孤零零的换行（上下文的第 0 个位置），它没怎么练过，常常第一句就写错长度。
@@ -230,7 +238,7 @@ if GRADING:
 elif model is not None:
     try:
         _start = tokenizer.encode("。\n").repeat(20, 1)                                            # (20, 2)
-        _out = generate(model, _start, 65, temperature=0.8, top_p=0.9, generator=torch.Generator().manual_seed(0))  # (20, 67)
+        _out = generate(model, _start, 65, temperature=0.7, top_p=0.9, generator=torch.Generator().manual_seed(0))  # (20, 67)
         _samples = [tokenizer.decode(_row[2:]).split("\n")[0] for _row in _out]
         for _poem in _samples[:6]:
             print(("regular  " if is_regular_poem(_poem) else "irregular") + " | " + _poem)
@@ -318,10 +326,10 @@ else:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 读数：整段打分时，没有掩码的每个位置都“看见了答案”之后的字，却没被训练过怎么用它们，损失反而变差（约 5.4 → 6.7），过半的预测变了——
+# 读数：整段打分时，没有掩码的每个位置都“看见了答案”之后的字，却没被训练过怎么用它们，损失反而变差（约 5.4 → 6.6），过半的预测变了——
 # 任何要用到每个位置输出的地方（困惑度评估、prefill、打分排序）都会错。对最后一个位置，这个 3 层的小模型只差一点点
-# （总变差距离（total variation distance）：0 = 分布相同，1 = 完全不重叠；上面约 0.07），但这点差别足以让贪心生成在开头几个字就分岔，
-# 之后一路不同；层数越多、模型越依赖上下文，偏差越大。
+# （总变差距离（total variation distance）：0 = 分布相同，1 = 完全不重叠；上面约 0.1），但这点差别足以让贪心生成在第 3 个字就分岔，
+# 16 个字里有 7 个不同；层数越多、模型越依赖上下文，偏差越大。
 # 差一点点也是错：缓存里存下的第 2 层 K、V 已经与训练时的计算不同，这类 bug 不会报错，只会让输出悄悄变差。
 # 推理与训练必须用同一个掩码；最稳妥的写法就是像 `GPT.forward_cached` 那样，在模型内部根据位置自己构造掩码。
 

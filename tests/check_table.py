@@ -9,7 +9,7 @@ tests/test_idioms.py runs them; the check of the exercise's name then runs on wh
 Columns, tab-separated, rows sorted: entry, check, verdict (pass/fail), diagnosis ids, the failing
 case, the message's first line, the whole message (newlines as ``⏎``). Two tables of the same
 code are equal; a refactor that keeps behaviour keeps the table (``diff before after``). The chapters'
-cells run as nbgrader runs them (``NBGRADER_EXECUTION``: chapters 07 and 08 train only a little).
+cells run as nbgrader runs them (``NBGRADER_EXECUTION``: chapter 07 trains only a little, 08 and 09 not at all).
 """
 import inspect
 import os

@@ -1,0 +1,20 @@
+"""nbval regression of chapters 08 and 09 (tests/test_nbval.py has the rest): 08 trains the GPT and
+saves it as answer_keys/gpt_poems.pt, 09 loads it. One file keeps them in order on one test worker."""
+import pytest
+from test_nbval import rerun_and_compare
+
+from tools.paths import ANSWER_KEYS
+
+pytestmark = pytest.mark.slow
+
+
+def test_chapter_08_reruns_trains_and_saves_its_model(record_property):
+    rerun_and_compare("08_gpt", record_property)
+    assert (ANSWER_KEYS / "gpt_poems.pt").exists(), "08's training cell did not save gpt_poems.pt"
+
+
+def test_chapter_09_reruns_from_chapter_08s_model(record_property):
+    if not (ANSWER_KEYS / "gpt_poems.pt").exists():
+        pytest.fail("answer_keys/gpt_poems.pt missing: 09 starts from the model 08 saves; run this whole file")
+    rerun_and_compare("09_decoding", record_property)
+
