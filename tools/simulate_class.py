@@ -436,7 +436,8 @@ def _tamper_one_exercise(info, perfect):
     exercise keeps its points."""
     index, _ = info.exercises[min(1, len(info.exercises) - 1)]
     nb = copy.deepcopy(perfect)
-    nb.cells[index].source += "\n\n" + TAMPERING["torch_allclose"][0]
+    # torch imported first: chapter 11 is pure Python, where the line alone is a NameError and no tampering
+    nb.cells[index].source += "\n\nimport torch\n" + TAMPERING["torch_allclose"][0]
     return Submission(nb, _failing(info, [], voided=index) | _first_check_after(info, index))
 
 
