@@ -7,7 +7,7 @@
 Students cycle through perfect / partial / untouched submissions (what a real class hands in;
 failing checks cost a little more than passing ones). The repository's nbgrader_config.py is used
 unchanged (its limits and per-cell timeout included) in a temporary course directory. Chapters
-with no graded cell (00, 10) are left out, as docs/INSTRUCTOR.md says to.
+with no graded cell (00) are left out, as docs/INSTRUCTOR.md says to.
 
 - Serial (no ``--workers``): SQLite and one ``nbgrader autograde <chapter>`` per chapter, as
   docs/INSTRUCTOR.md section 4 grades; prints each chapter's seconds per student.
