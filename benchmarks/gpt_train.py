@@ -18,8 +18,8 @@ same validation poems, the best a model that ignores context can do; ``form``: t
 samples that ``is_regular_poem`` accepts; ``seconds``: wall time of the whole run, corpus reading
 included. Goal (issue 24): ``val_loss <= unigram - 1.0``, ``form >= 90``, ``seconds <= 180`` on
 2 CPU cores, that is with ``--threads 2`` on an otherwise idle 2-core machine (one thread takes
-about 4 minutes); the answer keys of lessons 08 and 09 record the first two (tests/test_gpt_target.py). Progress and the load average go
-to stderr: on a shared machine the seconds mean little without it.
+about 4 minutes); the answer keys of lessons 08 and 09 record the first two (tests/test_gpt_target.py).
+Progress and the load average go to stderr: on a shared machine the seconds mean little without it.
 """
 import argparse
 import os
