@@ -242,8 +242,9 @@ elif model is not None:
         _samples = [tokenizer.decode(_row[2:]).split("\n")[0] for _row in _out]
         for _poem in _samples[:6]:
             print(("regular  " if is_regular_poem(_poem) else "irregular") + " | " + _poem)
-        print(f"~{sum(map(is_regular_poem, _samples))} of 20 samples in regular form")
-        print("target (chapter 08, section 9) at least 90 % regular:", "met" if sum(map(is_regular_poem, _samples)) >= 18 else "not met")
+        _regular = sum(map(is_regular_poem, _samples))
+        print(f"~{_regular} of 20 samples in regular form")
+        print("target (chapter 08, section 9) at least 90 % regular:", "met" if _regular >= 18 else "not met")
     except NotImplementedError:
         print(FINISH_FIRST)
 else:
