@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 from grader import taskserver
-from grader.limits import die_with_parent, forkserver_for_this_process
+from grader.launcher import die_with_parent
+from grader.limits import forkserver_for_this_process
 
 COURSE = Path.cwd()
 STATE = "cluster"  # the running cluster's files, under the course directory (git-ignored)

@@ -27,7 +27,7 @@ from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer
 
-from grader.limits import LimitedKernelManager
+from grader.limits import MEMORY_ERRORS, LimitedKernelManager
 
 KERNEL_LOST = ("内核已退出或超时后无法中断，此单元及之后的单元未运行 / The kernel died or could not be "
                "interrupted after a timeout: this cell and the cells after it did not run")
@@ -46,7 +46,6 @@ SYNTAX = ("❌ 语法错误（第 {line} 行）：{msg}；这个单元里的代�
 ERROR = "❌ {ename}: {evalue}{where}"
 # The course's own one-line reports: TestFailure (tutor.grading), the audit's and this module's.
 COURSE_ERRORS = {"TestFailure", "KernelLost", "IntegrityError", "FromScratchViolation", "TimedOut"}
-MEMORY_ERRORS = re.compile(r"MemoryError|can't allocate memory|Unable to allocate|out of memory", re.I)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.@+~-]+)+[/\\]")  # a folder path; the file name is kept
 CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")

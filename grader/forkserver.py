@@ -11,12 +11,13 @@ The pieces, all Linux (elsewhere the launcher starts the kernel the ordinary way
 - ``Server`` (``python -m grader.forkserver <socket>``): imports the packages, listens on a unix
   socket, forks one child per request and reaps the children. It exits with the process that
   started it (the ``nbgrader`` process, or a cluster worker that keeps one for all its tasks).
-- The launcher (``grader.limits``, the process jupyter_client starts and signals) sends the
+- The launcher (``grader.launcher``, the process jupyter_client starts and signals) sends the
   kernel's command, environment, working directory, limits and its own stdin/stdout/stderr to the
   server, then stands in for the kernel: it forwards SIGINT/SIGTERM to it and exits when it exits.
 - The forked child applies the limits, becomes the kernel (``ipykernel``'s app with the command's
   arguments) and exits when the launcher is gone (killed by jupyter_client, or with its worker).
 """
+import gc
 import json
 import os
 import signal
@@ -28,7 +29,7 @@ import time
 
 PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
            # what a kernel imports while it starts (its debugger, its history database, pdb): 0.4 -> 0.1 s CPU
-           "ipykernel.ipkernel", "ipykernel.zmqshell", "debugpy", "sqlite3", "psutil", "pdb")
+           "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger", "debugpy", "sqlite3", "psutil", "pdb")
 HEADER = struct.Struct("!I")
 
 
@@ -74,7 +75,7 @@ def listen(path):
 
 def _become_kernel(request, fds):
     """In the forked child: take the launcher's streams, environment and limits, run the kernel."""
-    from grader.limits import set_limits
+    from grader.launcher import set_limits
 
     for fd, target in zip(fds, (0, 1, 2)):
         os.dup2(fd, target)
@@ -105,6 +106,8 @@ class Server:
         os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as ipykernel sets it
         for module in PRELOAD:
             __import__(module)
+        gc.collect()
+        gc.freeze()  # the preloaded heap is never scanned again: a kernel's collections see only its own objects
         signal.signal(signal.SIGCHLD, self._reap)
         listener = listen(self.path)
         threading.Thread(target=_exit_with, args=(self.parent,), daemon=True).start()

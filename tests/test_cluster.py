@@ -96,7 +96,7 @@ def test_a_killed_worker_loses_nothing(serial, running):
 
         while not done.is_set():
             # a grading kernel's launcher below the worker: a task is half-way through a notebook
-            if any("grader.limits" in " ".join(p.cmdline()) for p in psutil.Process(victim).children(recursive=True)):
+            if any("grader.launcher" in " ".join(p.cmdline()) for p in psutil.Process(victim).children(recursive=True)):
                 os.kill(victim, signal.SIGKILL)
                 killed.append(victim)
                 return
