@@ -13,6 +13,12 @@ process, out of the learner's kernel's reach:
   loop that swallows ``KeyboardInterrupt``): the cell and every later code cell get an error
   output instead of the whole submission failing; cells that ran before keep their points.
 - **No waiting at the end:** the kernel is killed once the last cell has run (``shutdown_kernel``).
+- **Demos are not run** (``skip_demos``): the read-only cells the source notebook marks as ungraded
+  demonstrations (``demo: true``, written by tools/build.py from a lesson's ``demo=true``) and its
+  ungraded self-checks grade nothing; each gets one line instead of running. The build makes sure no
+  later cell reads a name they bind. A learner cannot mark a cell: the marks are read from the
+  source notebook, matched by grade_id, and only on read-only, ungraded cells, whose source
+  nbgrader has already put back.
 - **One line per error.** What a feedback page shows of an error is one bilingual line: no
   traceback, no file path of the grading machine. The course's own reports (``TestFailure`` and
   the audit's verdicts) are one line already and pass unchanged.
@@ -20,8 +26,10 @@ process, out of the learner's kernel's reach:
 Settings (``nbgrader_config.py``, e.g. ``c.ResilientExecute.memory_limit_mb = 4096``) are traitlets
 with help strings: ``nbgrader autograde --help-all`` lists them.
 """
+import os
 import re
 
+import nbformat
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import from_dict
 from nbgrader.preprocessors import Execute
@@ -44,6 +52,7 @@ SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 SYNTAX = ("❌ 语法错误（第 {line} 行）：{msg}；这个单元里的代码都没有运行 / SyntaxError (line {line}): {msg}; "
           "none of this cell's code ran")
 ERROR = "❌ {ename}: {evalue}{where}"
+DEMO_SKIPPED = "评分时不运行这个演示单元（不计分）/ This demo cell is not run while grading (it scores nothing)\n"
 # The course's own one-line reports: TestFailure (tutor.grading), the audit's and this module's.
 COURSE_ERRORS = {"TestFailure", "KernelLost", "IntegrityError", "FromScratchViolation", "TimedOut"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -105,6 +114,12 @@ class ResilientExecute(Execute):
              "left to collect) saves about 0.6 s a notebook over nbclient's 'graceful' shutdown request.",
     ).tag(config=True)
 
+    skip_demos = Bool(
+        True, help="Do not run the read-only, ungraded cells that the source notebook marks as demos "
+                   "(cell metadata demo: true, from tools/build.py); they grade nothing and take a third "
+                   "of some chapters' kernel time. Each shows one line in the feedback instead.",
+    ).tag(config=True)
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", LimitedKernelManager)
         super().__init__(*args, **kwargs)
@@ -120,7 +135,28 @@ class ResilientExecute(Execute):
         self._kernel_dead = False
         self._hung = False
         self._failed_cell = None  # 1-based number of the last cell with a syntax error (none of it ran)
+        self._demos = self._demo_ids(resources or {}) if self.skip_demos else set()
         return super().preprocess(nb, resources, km)
+
+    def _demo_ids(self, resources):
+        """grade_ids of the demo cells of the source notebook this submission is graded against
+        (none when it cannot be read: then every cell runs)."""
+        coursedir = getattr(getattr(self.parent, "parent", None), "coursedir", None)  # the Autograde converter's
+        info = resources.get("nbgrader", {})
+        if coursedir is None or not {"assignment", "notebook"} <= info.keys():
+            return set()
+        folder = coursedir.format_path(coursedir.source_directory, ".", info["assignment"])
+        try:
+            source = nbformat.read(os.path.join(folder, f"{info['notebook']}.ipynb"), as_version=4)
+        except (OSError, ValueError):
+            return set()
+        return {c.metadata["nbgrader"].get("grade_id") for c in source.cells
+                if c.metadata.get("demo") is True and "nbgrader" in c.metadata}
+
+    def _is_demo(self, cell):
+        meta = cell.metadata.get("nbgrader", {})
+        return (cell.cell_type == "code" and meta.get("grade_id") in self._demos and meta.get("locked")
+                and not meta.get("grade") and not meta.get("solution"))
 
     def _get_timeout(self, cell):
         timeout = super()._get_timeout(cell)
@@ -137,6 +173,10 @@ class ResilientExecute(Execute):
         return reply
 
     def preprocess_cell(self, cell, resources, index):
+        if self._is_demo(cell):
+            cell.outputs = [from_dict({"output_type": "stream", "name": "stdout", "text": DEMO_SKIPPED})]
+            cell.execution_count = None
+            return cell, resources
         if self._kernel_dead:
             if cell.cell_type == "code":
                 cell.outputs = [error_output("KernelLost", KERNEL_LOST)]

@@ -179,7 +179,7 @@ assert np.allclose(softmax(_x[:2], axis=0), softmax(_x[:2].T).T), \
 # 只用到前向的输出 $y$，不必存 $x$，也不必建 $V \times V$ 的雅可比矩阵；$\langle g, y\rangle$ 是**每行**一个数（沿 softmax 的那一维求和，
 # 保持维度以便广播）。下面用 PyTorch 的自动求导（autograd）验证这个公式，也验证完整的雅可比：
 
-# %%
+# %% demo=true
 # Softmax backward by the formula, checked against autograd (float64).
 _x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
 _upstream = torch.randn(3, 5, dtype=torch.float64)                        # dL/dy from the layers above
@@ -314,7 +314,7 @@ except NotImplementedError:
 #
 # 下面用随机向量验证：对每个 $d_k$，抽 500 个查询，每个查询配 10 个键。
 
-# %%
+# %% demo=true
 def softmax_jacobian_norm(p):
     """Frobenius norm of d softmax / d scores = diag(p) - p p^T, for each row of p (N, T) -> (N,)."""
     jac = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (N, T, T)

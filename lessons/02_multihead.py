@@ -86,7 +86,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 #   初始化时的尺度），查询就等于其中一个键，它能分到多少权重？
 # - **$d_k$ 太大，头太少。** 每个头已经看得很清楚之后，再加宽只是减少头数，能同时关注的关系变少。
 
-# %%
+# %% demo=true
 gen_cos = torch.Generator().manual_seed(1)
 for d_k_try in (4, 16, 64, 256):
     a, b = torch.randn(2, 10_000, d_k_try, generator=gen_cos)                                 # 10,000 random pairs, each (d_k,)
@@ -460,7 +460,7 @@ except NotImplementedError:
 # 结果与用 `key_padding_mask` 表达同一个填充完全相同；`need_weights=False` 不返回权重，输出相同。
 # （这里用一个独立的 `nn.MultiheadAttention`，不依赖你的练习。）
 
-# %%
+# %% demo=true
 # nn.MultiheadAttention's 3-D attn_mask: one (T_q, T_k) mask per (sample, head), and True = blocked.
 torch.manual_seed(5)
 torch_mha = nn.MultiheadAttention(32, 4, batch_first=True).eval()

@@ -315,7 +315,7 @@ with torch.no_grad():
 # 减去 $\hat x\,\overline{g\hat x}$ 来自方差（整体放缩输入，输出也几乎不变）。常见错误正是漏掉后两项之一，或忘了先乘 $\gamma$。
 # 下面用 autograd 验证（float64）：
 
-# %%
+# %% demo=true
 # LayerNorm backward by the formula, checked against autograd through F.layer_norm (float64).
 _g = torch.Generator().manual_seed(2)
 _x = torch.randn(2, 4, 6, generator=_g, dtype=torch.float64, requires_grad=True)
@@ -370,7 +370,7 @@ plt.show()
 # $d_{\text{model}} \times d_{\text{model}}$ 的矩阵，常被误称为 Xavier 初始化。那其实是 He（Kaiming）初始化：标准差 $\sqrt{2/\text{fan\_in}}$，
 # 为 ReLU 设计。同样大小的矩阵用 Xavier 正态初始化，标准差是 $\sqrt{2/(d + d)} = \sqrt{1/d}$（均匀版的区间是 $\pm\sqrt{6/(2d)}$），方差只有前者的一半。
 
-# %%
+# %% demo=true
 def stack_stats(variant, num_layers, d=64, seed=1):
     """RMS of the hidden state after each layer and grad norm of each layer's fc2 weight, at initialisation.
 

@@ -106,7 +106,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # Annotated Transformer 一样，对所有矩阵用 Xavier 均匀初始化再乘 $\sqrt{d_{\text{model}}}$：第 07 章的词表只有 $V = 13$
 # （$d_{\text{model}} = 64$，乘 $\sqrt{d}$ 后 RMS 约 1.3），同一量级，够用；词表大时就该换成上面那种初始化。下面量一量（$d = 512$）：
 
-# %%
+# %% demo=true
 d_demo = 512
 pe_rms = sinusoidal_positional_encoding(64, d_demo).pow(2).mean().sqrt().item()
 print(f"positional encoding RMS: {pe_rms:.3f}")
@@ -442,7 +442,7 @@ assert torch.equal(_out[:, 1:], _never.script[:, :4]), \
 # 在同一个**未训练**的模型上比较两种解码（输出的 token 逐个相同，才谈得上比速度）。为了让每次调用都生成同样多的 token，
 # 这里把 `eos_id` 设成一个模型不可能输出的 id（`-1`），两种解码都会跑满 `max_new_tokens` 步。计时的数字每台机器都不同。
 
-# %%
+# %% demo=true
 try:
     torch.manual_seed(18)
     model_t = Transformer(16, 16, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0).eval()
@@ -503,7 +503,7 @@ except NotImplementedError:
 # “共享”表示一个 37000 的词表、三者共享。“实例”一列在 `meta` 设备上真正构造你的 `Transformer` 来数参数——
 # `meta` 张量只有形状、不分配内存，1 亿参数的模型也是瞬间建好。
 
-# %%
+# %% demo=true
 def encoder_layer_params(d, d_ff):
     return (4 * d * d + 4 * d) + (2 * d * d_ff + d_ff + d) + 4 * d
 
@@ -550,7 +550,7 @@ print(f"{'encoder + decoder layers only':44s} | {layers_only:12,d} |")
 # 不共享时要 101M：三个 $37000 \times 512$ 的矩阵就占了 56.8M。只拿编码器层算（“单层约 3.15M，6 层约 18.9M”）会漏掉一半；
 # 解码器层因为多一个交叉注意力更大，6 层编码器加 6 层解码器是 44.1M。各部分的占比：
 
-# %%
+# %% demo=true
 d, d_ff, N, V = 512, 2048, 6, 37000
 attn = 4 * d * d + 4 * d
 ffn = 2 * d * d_ff + d_ff + d

@@ -289,7 +289,7 @@ else:
 # 下面用训练好的（3 层）模型跑两件事：(1) 对 64 个训练窗口整段打分（算困惑度、或者生成前把提示词整段过一遍——prefill——都是这样），
 # 有掩码和没掩码各一次；(2) 提示词不加掩码地建缓存，再照常逐个生成，与正确的生成比较。
 
-# %%
+# %% demo=true
 def prefill_without_mask(model, idx):
     """Run the prompt through the blocks with no mask (the bug) and return (logits, caches) like forward_cached."""
     x = model.tok_embed(idx)  # (B, T, d_model)
@@ -367,7 +367,7 @@ assert _tokens.tolist() == [9, 1, 2, 0], f"alpha=1 时长度归一化选 1,2,EOS
 # %% [markdown]
 # 在本章的 GPT 上（“EOS”取换行：一首诗写完了）：
 
-# %%
+# %% demo=true
 if model is not None:
     try:
         _newline = tokenizer.encode("\n").item()

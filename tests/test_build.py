@@ -163,3 +163,27 @@ def test_stated_total_matches_the_points(name):
         assert stated == [str(points)], f"{name}: the text says {stated} points, the graded cells add up to {points}"
     else:
         assert not stated, f"{name}: the text promises points, but no cell is graded"
+
+
+def test_maintaining_lists_the_lesson_keys_the_build_knows():
+    """docs/MAINTAINING.md's table of lesson keys is generated from LESSON_KEYS (tools/build.py)."""
+    text = build.MAINTAINING_DOC.read_text(encoding="utf-8")
+    assert build.maintaining_doc(text) == text, "docs/MAINTAINING.md's lesson keys are stale: run `make build`"
+
+
+def test_a_demo_cell_must_not_feed_a_later_cell(tmp_path, monkeypatch):
+    """autograde does not run demo cells, so the build refuses one whose names a later cell reads
+    (at top level or as a global inside a function), and accepts one whose names are rebound first."""
+    monkeypatch.setattr(build, "LESSONS", tmp_path)
+    lesson = tmp_path / "98_demo.py"
+    for later, ok in [("print(table)", False), ("def f():\n    return table", False),
+                      ("table = 2\nprint(table)", True), ("def f(table):\n    return table", True)]:
+        lesson.write_text(f"# %%\nimport math\n\n# %% demo=true\ntable = 1\n\n# %%\n{later}\n", encoding="utf-8")
+        if ok:
+            build.read_lesson("98_demo")
+        else:
+            with pytest.raises(build.LessonError, match=r"reads \['table'\], bound by a demo cell"):
+                build.read_lesson("98_demo")
+    lesson.write_text('# %%\nimport math\n\n# %% demo=true grade_id="x" points=1\nassert True\n', encoding="utf-8")
+    with pytest.raises(build.LessonError, match="demo=true goes on a plain code cell"):
+        build.read_lesson("98_demo")

@@ -81,3 +81,22 @@ def test_feedback_shows_no_traceback_or_path(simulated_class):
         text = page.read_text()
         assert "Traceback (most recent call last)" not in text, page
         assert str(course) not in text and "site-packages" not in text, page
+
+
+def test_demo_cells_are_not_run_and_the_rest_is(simulated_class):
+    """autograde skips the source notebook's demo cells (one line each, grader.execution.DEMO_SKIPPED)
+    and runs every other code cell of the perfect submission."""
+    from grader.execution import DEMO_SKIPPED
+
+    _, _, course = simulated_class
+    autograded = next((course / "autograded" / "perfect").rglob("*.ipynb"))
+    source = nbformat.read(course / "source" / autograded.parent.name / autograded.name, as_version=4)
+    demos = {c.metadata["nbgrader"]["grade_id"] for c in source.cells if c.metadata.get("demo")}
+    assert demos, f"{autograded.name} has no demo cell to skip"
+    for cell in nbformat.read(autograded, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.metadata["nbgrader"]["grade_id"] in demos:
+            assert [o.get("text") for o in cell.outputs] == [DEMO_SKIPPED], cell.source[:80]
+        else:
+            assert cell.execution_count is not None, f"not run: {cell.source[:80]}"

@@ -5,6 +5,7 @@ The kernel tests run one small notebook through ``ResilientExecute`` as ``nbgrad
 the whole course goes through the same code in tests/test_class_simulation.py (a memory bomb, a
 hang, renamed and self-study hand-ins).
 """
+import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
@@ -109,3 +110,32 @@ def test_kernels_are_forked_fresh_from_the_warm_server():
         ResilientExecute(timeout=60).preprocess(nb, {"metadata": {"path": "."}})
         outputs.append(nb.cells[1].outputs[0].text.split())
     assert outputs == [["True", "True", "True"], ["True", "True", "False"]]
+
+
+@pytest.mark.slow  # starts a kernel
+def test_demo_marks_come_from_the_source_notebook_only(tmp_path):
+    """A demo cell of the source notebook is not run; a demo mark the submission adds to a graded
+    cell, a plain cell or an unlocked one changes nothing (a learner cannot skip a test)."""
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Configurable
+
+    from grader.execution import DEMO_SKIPPED
+
+    def cell(code, grade_id, locked=True, grade=False, demo=False):
+        meta = {"nbgrader": {"grade_id": grade_id, "locked": locked, "grade": grade, "solution": False}}
+        return new_code_cell(code, metadata=dict(meta, **({"demo": True} if demo else {})))
+
+    source = new_notebook(cells=[cell("print('demo ran')", "demo_a", demo=True), cell("print('ran')", "test_b")])
+    (tmp_path / "source" / "ch").mkdir(parents=True)
+    (tmp_path / "source" / "ch" / "ch.ipynb").write_text(nbformat.writes(source))
+    submission = new_notebook(cells=[cell("print('demo ran')", "demo_a", demo=True),
+                                     cell("print('ran')", "test_b", grade=True, demo=True),
+                                     cell("print('ran')", "plain_c", demo=True),
+                                     cell("print('ran')", "demo_a", locked=False)])
+    submission.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    converter = Configurable()
+    converter.coursedir = CourseDirectory(root=str(tmp_path))
+    ResilientExecute(parent=Configurable(parent=converter), timeout=30).preprocess(
+        submission, {"metadata": {"path": str(tmp_path)}, "nbgrader": {"assignment": "ch", "notebook": "ch"}})
+    texts = [[o.get("text") for o in c.outputs] for c in submission.cells]
+    assert texts == [[DEMO_SKIPPED], ["ran\n"], ["ran\n"], ["ran\n"]]
