@@ -9,8 +9,10 @@ failing checks cost a little more than passing ones). The repository's nbgrader_
 unchanged (its limits and per-cell timeout included) in a temporary course directory. Chapters
 with no graded cell (00) are left out, as docs/INSTRUCTOR.md says to.
 
-- Serial (no ``--workers``): SQLite and one ``nbgrader autograde <chapter>`` per chapter, as
-  docs/INSTRUCTOR.md section 4 grades; prints each chapter's seconds per student.
+- Serial (no ``--workers``): SQLite and one ``nbgrader autograde "*"`` for every chapter, as
+  docs/INSTRUCTOR.md section 4 grades; ``--per-chapter``: one ``nbgrader autograde <chapter>``
+  after the other, printing each chapter's seconds per student (each call starts nbgrader and its
+  fork server anew).
 - ``--workers N``: a private PostgreSQL server (tools/postgres.sh) as the gradebook, a scheduler and
   N workers as separate processes (``grader.cluster.start``), one task per (student, chapter).
 
@@ -43,10 +45,11 @@ def make_course(course, assignments, students):
     return ids
 
 
-def grade_serially(course, assignments):
-    """One ``nbgrader autograde <chapter>`` after the other; returns {chapter: wall seconds}."""
+def grade_serially(course, assignments, per_chapter=False):
+    """``nbgrader autograde "*"`` (the course holds only ``assignments``), or one call per chapter;
+    returns {chapter, or "*": wall seconds}."""
     seconds = {}
-    for a in assignments:
+    for a in assignments if per_chapter else ["*"]:
         t0 = time.perf_counter()
         sim.nbgrader(course, "autograde", a)
         seconds[a] = time.perf_counter() - t0
@@ -71,6 +74,7 @@ def main(argv=None):
     parser.add_argument("assignments", nargs="*", help="default: every chapter with a graded cell")
     parser.add_argument("--students", type=int, default=10)
     parser.add_argument("--workers", type=int, default=0, help="grade on a Dask cluster of this many workers")
+    parser.add_argument("--per-chapter", action="store_true", help="serial: one nbgrader autograde per chapter")
     args = parser.parse_args(argv)
     assignments = args.assignments or cluster.graded_assignments(ROOT)
     n = args.students
@@ -83,9 +87,10 @@ def main(argv=None):
                 wall = grade_on_cluster(course, assignments, args.workers, db_url)
         else:
             make_course(course, assignments, n)
-            seconds = grade_serially(course, assignments)
-            for a, s in seconds.items():
-                print(f"  {a:<20s} {s / n:5.1f} s per student")
+            seconds = grade_serially(course, assignments, args.per_chapter)
+            if args.per_chapter:
+                for a, s in seconds.items():
+                    print(f"  {a:<20s} {s / n:5.1f} s per student")
             wall = sum(seconds.values())
     per_student = wall / n
     print(f"grade: workers={args.workers} students={n} per_student_s={per_student:.1f} "
