@@ -190,7 +190,7 @@ COMPONENTS = (
        methods={"forward": "x, mask=None, cache=None"},
        mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split", "nan_fully_masked",
                  "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope")),
-    _c("SwiGLU", "08", "llm", "graded", "`w2(silu(w1(x)) * w3(x))`", "d_model, d_ff", methods={"forward": "x"},
+    _c("SwiGLU", "08", "llm", "graded", "`down_proj(silu(gate_proj(x)) * up_proj(x))`", "d_model, d_ff", methods={"forward": "x"},
        mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
     _c("GPTBlock", "08", "llm", "graded", "Pre-RMSNorm block: GQA then SwiGLU, each with a residual",
        "d_model, num_heads, num_kv_heads, d_ff, dropout=0.0, rope_base=10000.0, eps=1e-06",
