@@ -77,6 +77,7 @@ DATA = Path(tutor.__file__).resolve().parents[1] / "data"  # the course's data/ 
 # %%
 VAL_POEMS = 1000
 MAX_STEPS = 0 if GRADING else 600
+TRAIN_THREADS = 2  # as chapter 08: training on two cores
 CHECKPOINT = Path("gpt_poems.pt")  # written by chapter 08's training cell, in the folder of both notebooks
 tokenizer = model = untrained_model = None
 try:
@@ -93,8 +94,12 @@ try:
             model.load_state_dict(torch.load(CHECKPOINT))                   # chapter 08's trained model
             print(f"loaded chapter 08's trained model from {CHECKPOINT}")
         except (FileNotFoundError, RuntimeError):                          # none (or another model): train it here
-            train_gpt(model, train_data, val_data, block_size=80, batch_size=24, max_steps=MAX_STEPS,
-                      lr=5e-3, warmup=20, eval_every=100, seed=0)
+            torch.set_num_threads(TRAIN_THREADS)
+            try:
+                train_gpt(model, train_data, val_data, block_size=80, batch_size=24, max_steps=MAX_STEPS,
+                          lr=5e-3, warmup=20, eval_every=100, seed=0)
+            finally:
+                torch.set_num_threads(1)
         model.eval()
         print(f"vocab_size V = {tokenizer.vocab_size}; validation loss ~{estimate_loss(model, val_data, 80):.2f} after {MAX_STEPS} steps")
     else:

@@ -2,6 +2,8 @@
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .style import flow_diagram
+
 
 def plot_activations(x, curves, title="Activation functions of the FFN"):
     """Curves ``{name: values}`` over the inputs ``x`` (1-D), e.g. ReLU and GELU. Returns the Figure."""
@@ -49,37 +51,18 @@ def plot_norm_axes(batch=3, seq_len=4, d_model=6, title="Which values share one 
     return fig
 
 
-def _flow_diagram(ax, steps, skip_from, skip_to, title):
-    """Boxes stacked bottom to top, arrows between them, and a residual arrow around a span."""
-    ys = np.arange(len(steps)) * 1.15
-    for y, (label, colour) in zip(ys, steps):
-        shape = "circle,pad=0.3" if label == "+" else "round,pad=0.35"
-        ax.text(0.0, y, label, ha="center", va="center", fontsize=10,
-                bbox={"boxstyle": shape, "facecolor": colour, "edgecolor": "black"})
-    for y0, y1 in zip(ys[:-1], ys[1:]):
-        ax.annotate("", xy=(0.0, y1 - 0.32), xytext=(0.0, y0 + 0.32),
-                    arrowprops={"arrowstyle": "->", "color": "black"})
-    ax.plot([0.25, 1.0, 1.0], [ys[skip_from], ys[skip_from], ys[skip_to]], color="tab:red", linewidth=1.8)
-    ax.annotate("", xy=(0.2, ys[skip_to]), xytext=(1.0, ys[skip_to]),
-                arrowprops={"arrowstyle": "->", "color": "tab:red", "linewidth": 1.8})
-    ax.text(1.08, (ys[skip_from] + ys[skip_to]) / 2, "residual\n(identity)", color="tab:red",
-            ha="left", va="center", fontsize=9)
-    ax.set_xlim(-1.4, 1.9)
-    ax.set_ylim(-0.6, ys[-1] + 0.6)
-    ax.axis("off")
-    ax.set_title(title, fontsize=10)
-
-
 def plot_residual_variants(title="Where the LayerNorm sits"):
     """Diagram of Post-LN ``LN(x + F(x))`` (original Transformer) and Pre-LN ``x + F(LN(x))``. Returns the Figure."""
     box, sub, add, norm = "white", "#cfe2f3", "#fff2cc", "#d9ead3"
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 5.2), layout="constrained")
-    _flow_diagram(axes[0], [("x", box), ("sublayer F\n(attention or FFN)", sub), ("+", add),
-                            ("LayerNorm", norm), ("output", box)], 0, 2,
-                  "Post-LN (2017 paper, BERT):\nLN(x + F(x))")
-    _flow_diagram(axes[1], [("x", box), ("LayerNorm", norm), ("sublayer F\n(attention or FFN)", sub), ("+", add),
-                            ("output", box)], 0, 3,
-                  "Pre-LN (GPT-2, Llama):\nx + F(LN(x)), one final LN after the stack")
+    layouts = [([("x", box), ("sublayer F\n(attention or FFN)", sub), ("+", add), ("LayerNorm", norm),
+                 ("output", box)], (0, 2), "Post-LN (2017 paper, BERT):\nLN(x + F(x))"),
+               ([("x", box), ("LayerNorm", norm), ("sublayer F\n(attention or FFN)", sub), ("+", add),
+                 ("output", box)], (0, 3), "Pre-LN (GPT-2, Llama):\nx + F(LN(x)), one final LN after the stack")]
+    for ax, (steps, skip, panel_title) in zip(axes, layouts):
+        flow_diagram(ax, steps, [skip], skip_label="residual\n(identity)")
+        ax.set_xlim(-1.4, 1.9)
+        ax.set_title(panel_title, fontsize=10)
     fig.suptitle(title, fontweight="bold")
     return fig
 

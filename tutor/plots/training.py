@@ -3,6 +3,8 @@ training against a baseline, and the measured cost of attention."""
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .style import flow_diagram
+
 
 def plot_lr_schedule(curves, title="Learning-rate schedules"):
     """Learning rate against training step, one line per schedule.
@@ -64,26 +66,10 @@ def plot_gpt_block(title="One decoder-only block (Pre-LN, as in Llama)"):
              ("RMSNorm", norm), ("SwiGLU FFN\ndown(silu(gate(x)) * up(x))", sub), ("+", add),
              ("output  (B, T, d_model)", box)]
     fig, ax = plt.subplots(figsize=(6.4, 7.0), layout="constrained")
-    ys = np.arange(len(steps)) * 1.1
-    for y, (label, colour) in zip(ys, steps):
-        shape = "circle,pad=0.3" if label == "+" else "round,pad=0.35"
-        ax.text(0.0, y, label, ha="center", va="center", fontsize=9,
-                bbox={"boxstyle": shape, "facecolor": colour, "edgecolor": "black"})
-    for y0, y1 in zip(ys[:-1], ys[1:]):
-        ax.annotate("", xy=(0.0, y1 - 0.3), xytext=(0.0, y0 + 0.3), arrowprops={"arrowstyle": "->", "color": "black"})
-    for skip_from, skip_to in ((0, 3), (3, 6)):  # two residual paths around the two sublayers
-        x_side = 1.45
-        ax.plot([0.9, x_side, x_side], [ys[skip_from] + 0.15, ys[skip_from] + 0.15, ys[skip_to]],
-                color="tab:red", linewidth=1.6)
-        ax.annotate("", xy=(0.2, ys[skip_to]), xytext=(x_side, ys[skip_to]),
-                    arrowprops={"arrowstyle": "->", "color": "tab:red", "linewidth": 1.6})
-        ax.text(x_side + 0.06, (ys[skip_from] + ys[skip_to]) / 2, "residual", color="tab:red",
-                ha="left", va="center", fontsize=9)
+    ys = flow_diagram(ax, steps, [(0, 3), (3, 6)], side=1.45, fontsize=9)  # a residual around each sublayer
     ax.text(-1.9, ys[2], "no cross-attention,\nno bias in linears,\nno positional table", fontsize=8,
             ha="left", va="center", color="#444444")
     ax.set_xlim(-2.0, 2.1)
-    ax.set_ylim(-0.6, ys[-1] + 0.6)
-    ax.axis("off")
     ax.set_title("N blocks, then a final RMSNorm and lm_head (optionally tied to the embedding)", fontsize=9)
     fig.suptitle(title, fontweight="bold")
     return fig
