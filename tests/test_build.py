@@ -165,10 +165,11 @@ def test_stated_total_matches_the_points(name):
         assert not stated, f"{name}: the text promises points, but no cell is graded"
 
 
-def test_maintaining_lists_the_lesson_keys_the_build_knows():
-    """docs/MAINTAINING.md's table of lesson keys is generated from LESSON_KEYS (tools/build.py)."""
-    text = build.MAINTAINING_DOC.read_text(encoding="utf-8")
-    assert build.maintaining_doc(text) == text, "docs/MAINTAINING.md's lesson keys are stale: run `make build`"
+@pytest.mark.parametrize("doc", build.KEYS_DOCS, ids=lambda p: p.name)
+def test_docs_list_the_lesson_keys_the_build_knows(doc):
+    """The table of lesson keys in ARCHITECTURE.md and MAINTAINING.md is generated from LESSON_KEYS."""
+    text = doc.read_text(encoding="utf-8")
+    assert build.with_lesson_keys(text) == text, f"{doc.name}'s lesson keys are stale: run `make build`"
 
 
 def test_a_demo_cell_must_not_feed_a_later_cell(tmp_path, monkeypatch):

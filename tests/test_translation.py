@@ -76,7 +76,7 @@ def test_a_changed_chinese_cell_is_stale_until_its_english_is_revised(lesson):
     assert translate.problems("98_toy") == []
     notebook = build.build_notebook("98_toy", "selfstudy", "en")
     assert [c.source for c in notebook.cells if c.cell_type == "markdown"] == [
-        "# 98 Title\n\nThe first paragraph.", "Second: `True` = may attend."]
+        build.GENERATED.format(name="98_toy") + "# 98 Title\n\nThe first paragraph.", "Second: `True` = may attend."]
 
     path = lesson / "98_toy.py"
     path.write_text(path.read_text(encoding="utf-8").replace("第二段：", "第二段改了：")

@@ -164,7 +164,8 @@ def publishable(name, lang):
         if cell.metadata.get("jupyter", {}).get("source_hidden"):
             cell.metadata["tags"] = [PROVIDED_TAG]
     header = next(c for c in page.cells if c.cell_type == "markdown")  # the title first, then the note
-    title, _, text = header.source.partition("\n")
+    source = header.source.removeprefix(build.GENERATED.format(name=name))  # a page says nothing of the build
+    title, _, text = source.partition("\n")
     note = run_locally_note(lang, lang.note.format(path=(shown_path(lang.notebooks) / f"{name}.ipynb").as_posix()))
     header.source = "\n\n".join([title, note, text.strip("\n")])
     return page
