@@ -6,7 +6,7 @@
 ``torch.manual_seed(seed)``, a fresh ``solutions.GPT`` with the recipe of lesson 08 section 7
 (``RECIPE``/``TRAIN`` below; lesson 09 section 1 trains it again), trained by ``solutions.train_gpt`` on every poem of
 ``data/tang_poems.txt`` but the last ``VAL_POEMS`` and scored on those (never seen in training;
-data/README.md), on two threads as the notebooks train (``--threads 1``: one core). Then
+data/README.md), on two threads as the notebooks train on an idle machine (``--threads 1``: one core). Then
 ``SAMPLES`` poems are sampled after ``PROMPT`` (the end of a poem), in one batch with a ``torch.Generator``
 seeded with ``seed``, with the lesson's ``SAMPLING``. Ends with exactly one line:
 
@@ -41,7 +41,7 @@ VAL_POEMS = 1000
 MARGIN = 1.0       # the goal: val_loss <= unigram - MARGIN ...
 FORM_TARGET = 90   # ... and at least FORM_TARGET % of the samples in regular form
 SAMPLES = 20
-THREADS = 2  # as lessons 08 and 09 train (TRAIN_THREADS); the rest of those lessons runs on one thread
+THREADS = 2  # as lessons 08 and 09 train on an idle machine (TRAIN_THREADS); the rest of those lessons: one thread
 MAX_POEM = 65  # 8 lines of 7 characters and their marks (64), then the newline that ends the poem
 
 
