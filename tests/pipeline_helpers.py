@@ -33,3 +33,6 @@ def copy_build_inputs(dest):
     for rel in ("lessons", "tools"):
         shutil.copytree(ROOT / rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "nbgrader_config.py", dest)
+    (dest / "docs").mkdir(exist_ok=True)
+    for doc in ("ARCHITECTURE.md", "MAINTAINING.md"):  # the build writes its table of lesson keys into them
+        shutil.copy(ROOT / "docs" / doc, dest / "docs")
