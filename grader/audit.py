@@ -472,6 +472,11 @@ def bound_names(tree, defs_only=False):
     return list(bound)
 
 
+def read_names(tree):
+    """Every name the code reads (loads), at any depth."""
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
 def defined(source):
     """Names a cell defines at top level (``def``/``class``): the exercise's contract names."""
     tree = _parse(source)

@@ -87,8 +87,7 @@ def _run_cell(source, namespace, label):
 def _names(source):
     """(names a cell binds outside function bodies, names it reads anywhere): an over-approximation."""
     tree = ast.parse(source)
-    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return set(audit.bound_names(tree)), loaded
+    return set(audit.bound_names(tree)), audit.read_names(tree)
 
 
 @functools.cache

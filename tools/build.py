@@ -43,7 +43,7 @@ from nbval.plugin import coalesce_streams, get_sanitize_patterns
 from traitlets.config.loader import PyFileConfigLoader
 
 import contract
-from grader.audit import bound_names
+from grader.audit import bound_names, read_names
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -194,14 +194,14 @@ def split_names(value, key, lesson):
     return names
 
 
+def _python(code):
+    """A cell's source without its IPython magics and shell lines."""
+    return "\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!")))
+
+
 def _parse_cell(code):
     """A cell's source as an AST (IPython magics and shell lines skipped)."""
-    return ast.parse("\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!"))))
-
-
-def read_names(tree):
-    """Every name the code reads (loads), at any depth."""
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return ast.parse(_python(code))
 
 
 def earlier_components(name, cells):
@@ -336,27 +336,28 @@ def read_lesson(name):
 
 def check_demos(name, code_cells):
     """A demo cell is not run by autograde, so no later non-demo cell may read a name it binds."""
+    names = []  # per cell: (binds, reads from the namespace), a check= cell's expression included
+    for cell in code_cells:
+        code = cell.source + "\n" + str(cell.metadata.get("check", "")).partition(":")[2]
+        binds = set(bound_names(_parse_cell(code)))
+        names.append((binds, global_reads(code) - binds))
     for i, cell in enumerate(code_cells):
         if not cell.metadata.get("demo"):
             continue
-        live = set(bound_names(_parse_cell(cell.source)))
-        for later in code_cells[i + 1:]:
+        live = set(names[i][0])
+        for later, (binds, reads) in zip(code_cells[i + 1:], names[i + 1:]):
             if later.metadata.get("demo"):
                 continue
-            code = later.source + "\n" + str(later.metadata.get("check", "")).partition(":")[2]
-            own = set(bound_names(_parse_cell(code)))
-            needed = live & (global_reads(code) - own)
-            if needed:
-                raise LessonError(f"{name}: a later cell reads {sorted(needed)}, bound by a demo cell "
+            if live & reads:
+                raise LessonError(f"{name}: a later cell reads {sorted(live & reads)}, bound by a demo cell "
                                   f"(autograde does not run it): {cell.source.splitlines()[0][:60]!r}")
-            live -= own
+            live -= binds
 
 
 def global_reads(code):
     """Names the code reads from the notebook's namespace: read at top level, or read as globals
     inside its functions and classes (their parameters and locals are not)."""
-    source = "\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!")))
-    tables, names = [symtable.symtable(source, "<cell>", "exec")], set()
+    tables, names = [symtable.symtable(_python(code), "<cell>", "exec")], set()
     while tables:
         table = tables.pop()
         top = table.get_type() == "module"
@@ -373,7 +374,7 @@ def with_lesson_keys(text):
 
 
 def lesson_keys_doc():
-    """The Markdown table of LESSON_KEYS that docs/MAINTAINING.md shows between its markers."""
+    """The Markdown table of LESSON_KEYS that the docs of KEYS_DOCS show between their markers."""
     rows = ["| key | on | value | what the build does |", "| --- | --- | --- | --- |"]
     rows += [f"| `{key}` | {on} | {value} | {does} |" for key, (on, value, does) in LESSON_KEYS.items()]
     return "\n".join(rows)

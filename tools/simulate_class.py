@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import nbformat
 
-from grader.audit import defined
+from grader.audit import defined, read_names
 from tools.paths import ROOT
 
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
@@ -227,7 +227,7 @@ COMPOUND = (ast.With, ast.For, ast.While, ast.If, ast.Try)
 
 
 def _loads(nodes):
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return set().union(*(read_names(node) for node in nodes))
 
 
 def _flow(stmts, depends, solution, reached):
