@@ -10,6 +10,7 @@ allow-lists below as settings configurable from ``nbgrader_config.py``.
 """
 import ast
 from collections import deque
+from functools import lru_cache
 from typing import NamedTuple
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -402,6 +403,7 @@ SETUP_NAMES = {"__builtins__": "builtins", "torch": "torch", "np": "numpy", "num
                "report": "tutor.grading.report", "grade": "tutor.grading.grade"}
 
 
+@lru_cache(maxsize=4096)  # the read-only cells are the same in every submission; trees are only read
 def _parse(source):
     try:
         return ast.parse(TransformerManager().transform_cell(source))

@@ -13,6 +13,7 @@ Runs in the nbgrader process (``configure(c)`` in ``nbgrader_config.py``), never
   the source is put back silently; any other change is still reported and restored by nbgrader.
 """
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
@@ -95,6 +96,7 @@ class _SourceCells:
         return self.find(name, notebook, assignment)
 
 
+@lru_cache(maxsize=4096)  # a source cell's text is the same for every submission
 def released(source):
     """A source cell's text as ``generate_assignment`` releases it (hidden tests removed)."""
     from nbformat.v4 import new_code_cell

@@ -29,7 +29,10 @@ import time
 
 PRELOAD = ("numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
            # what a kernel imports while it starts (its debugger, its history database, pdb): 0.4 -> 0.1 s CPU
-           "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger", "debugpy", "sqlite3", "psutil", "pdb")
+           "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger", "debugpy", "sqlite3", "psutil", "pdb",
+           # what torch imports on first use: the first optimizer (torch.optim's constructor imports
+           # torch._dynamo, 800 modules) took 2 s of chapter 07's grading, and as much in 08, 09, 10
+           "torch._dynamo", "PIL.Image")
 HEADER = struct.Struct("!I")
 
 

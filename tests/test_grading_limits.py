@@ -5,6 +5,11 @@ The kernel tests run one small notebook through ``ResilientExecute`` as ``nbgrad
 the whole course goes through the same code in tests/test_class_simulation.py (a memory bomb, a
 hang, renamed and self-study hand-ins).
 """
+import contextlib
+import os
+import sys
+from pathlib import Path
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
@@ -109,7 +114,15 @@ def test_kernels_are_forked_fresh_from_the_warm_server():
         nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
         ResilientExecute(timeout=60).preprocess(nb, {"metadata": {"path": "."}})
         outputs.append(nb.cells[1].outputs[0].text.split())
-    assert outputs == [["True", "True", "True"], ["True", "True", "False"]]
+    assert outputs == [["True", "True", "True"], ["True", "True", "False"]]  # nothing of kernel_info's replies
+
+
+def test_grading_kernels_are_ready_without_draining_iopub():
+    """The kernel manager's clients skip jupyter_client's fixed 0.2 s IOPub drain (grader/limits.py);
+    nbclient reads only a cell's own messages, as the outputs above show."""
+    from grader.limits import LimitedKernelManager, ReadyClient
+
+    assert LimitedKernelManager().client_factory is ReadyClient
 
 
 @pytest.mark.slow  # starts a kernel
@@ -146,15 +159,50 @@ def test_cell_metadata_validation_still_refuses_bad_metadata():
     jsonschema's own error, and good metadata still passes."""
     from jsonschema import ValidationError
     from nbgrader.nbgraderformat import MetadataValidator
+
+    good = {"grade": True, "grade_id": "g", "locked": True, "points": 2, "schema_version": 3, "solution": False,
+            "task": False}
+    nb = new_notebook(cells=[new_code_cell("1", metadata={"nbgrader": good})])
+    with nbgrader_as_configured():
+        MetadataValidator().validate_nb(nb)
+        nb.cells[0].metadata["nbgrader"]["points"] = "two"
+        with pytest.raises(ValidationError, match="'two' is not of type 'number'"):
+            MetadataValidator().validate_nb(nb)
+
+
+@contextlib.contextmanager
+def nbgrader_as_configured():
+    """nbgrader as ``grader.hardening.configure`` leaves it in an nbgrader process; put back after."""
+    from nbgrader import api
+    from nbgrader.nbgraderformat import common
     from traitlets.config import Config
 
     from grader import hardening
 
-    hardening.configure(Config())
-    good = {"grade": True, "grade_id": "g", "locked": True, "points": 2, "schema_version": 3, "solution": False,
-            "task": False}
-    nb = new_notebook(cells=[new_code_cell("1", metadata={"nbgrader": good})])
-    MetadataValidator().validate_nb(nb)
-    nb.cells[0].metadata["nbgrader"]["points"] = "two"
-    with pytest.raises(ValidationError, match="'two' is not of type 'number'"):
-        MetadataValidator().validate_nb(nb)
+    with pytest.MonkeyPatch.context() as mp:
+        for owner, name in ((common, "jsonschema"), (api.Gradebook, "__init__"), (api.Gradebook, "close")):
+            mp.setattr(owner, name, getattr(owner, name))  # restored on exit
+        hardening.configure(Config())
+        yield
+
+
+def test_gradebooks_share_one_engine_per_database_and_folder(tmp_path, monkeypatch):
+    """Every Gradebook of a process on one database (a relative SQLite URL: in one folder) uses one
+    engine, left open by close(); what one writes, the next reads; another folder gets its own."""
+    from nbgrader.api import Gradebook
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # runs alembic
+    with nbgrader_as_configured():
+        engines = []
+        for folder in ("a", "a", "b"):
+            (tmp_path / folder).mkdir(exist_ok=True)
+            monkeypatch.chdir(tmp_path / folder)
+            with Gradebook("sqlite:///gradebook.db", course_id="c") as gb:
+                gb.update_or_create_student(f"s{len(engines)}")
+                engines.append(gb.engine)
+                students = sorted(s.id for s in gb.students)
+        assert engines[0] is engines[1] and engines[2] is not engines[0]
+        assert students == ["s2"]  # folder b's own database
+        monkeypatch.chdir(tmp_path / "a")
+        with Gradebook("sqlite:///gradebook.db", course_id="c") as gb:
+            assert sorted(s.id for s in gb.students) == ["s0", "s1"]
