@@ -4,7 +4,6 @@ This is the only place that lists the contract's names. Everything else derives 
 
     solutions/__init__.py   imports each component from its module; ``__all__``
     tutor/checks/<module>   ``FunctionCheck("Name", ...)`` declares a check; a name not declared here is refused
-    tutor/drills.py         a drill's classic mistakes (``mistakes``)
     tools/build.py          a lesson's ``provided="earlier"`` cell (the earlier chapters' components it
                             uses) and docs/CONTRACT.md (generated; a test compares)
     tests/                  the signature table, the catalogue's names, the add-a-chapter checklist
@@ -32,9 +31,8 @@ class Component:
     ``signature``/``methods``: parameters as ``inspect`` prints them without ``self`` (tested
     against the reference). ``checks``: the ``tutor.checks`` checks that prove it (a method can have
     its own, e.g. ``greedy_decode``); ``tested_by``: for an exercise without a check, the grade_id
-    of the graded cell whose visible tests judge it. ``mistakes``: the classic mistakes its checks
-    name, every one the wrong catalogue proves (tests/test_registry.py holds both ways; a drill
-    reveals them)."""
+    of the graded cell whose visible tests judge it. The classic mistakes a check names are declared
+    with the check (``mistakes=`` in ``tutor/checks/<module>.py``)."""
     name: str
     chapter: str
     module: str
@@ -44,98 +42,80 @@ class Component:
     methods: dict = field(default_factory=dict)
     checks: tuple = ()
     tested_by: str = None
-    mistakes: tuple = ()
 
     @property
     def exercise(self):
         return self.kind in EXERCISE_KINDS
 
 
-def _c(name, chapter, module, kind, summary, signature=None, *, methods=None, checks=None, tested_by=None,
-       mistakes=()):
+def _c(name, chapter, module, kind, summary, signature=None, *, methods=None, checks=None, tested_by=None):
     if checks is None:  # an exercise is proven by the check of its own name unless it says otherwise
         checks = (name,) if kind in EXERCISE_KINDS and tested_by is None else ()
-    return Component(name, chapter, module, kind, summary, signature, methods or {}, tuple(checks), tested_by,
-                     tuple(mistakes))
+    return Component(name, chapter, module, kind, summary, signature, methods or {}, tuple(checks), tested_by)
 
 
 COMPONENTS = (
     # 01 attention
-    _c("softmax", "01", "attention", "graded", "numerically stable softmax along `axis` (NumPy)", "x, axis=-1",
-       mistakes=("softmax_unstable", "softmax_ignores_axis", "softmax_fixed_axis", "softmax_all_elements")),
+    _c("softmax", "01", "attention", "graded", "numerically stable softmax along `axis` (NumPy)", "x, axis=-1"),
     _c("attention_numpy", "01", "attention", "graded", "scaled dot-product attention in NumPy -> (output, weights)",
-       "Q, K, V, mask=None", mistakes=("no_scale",)),
+       "Q, K, V, mask=None"),
     _c("scaled_dot_product_attention", "01", "attention", "graded",
        "attention with a boolean mask (True = may attend), zero rows for fully masked queries, dropout on the "
-       "weights -> (output, weights)", "Q, K, V, mask=None, dropout_p=0.0, training=False",
-       mistakes=("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
-                 "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool")),
+       "weights -> (output, weights)", "Q, K, V, mask=None, dropout_p=0.0, training=False"),
     _c("ScaledDotProductAttention", "01", "attention", "graded", "the same as an `nn.Module` (dropout as a module)",
-       "dropout=0.0", methods={"forward": "Q, K, V, mask=None"}, mistakes=("no_scale",)),
+       "dropout=0.0", methods={"forward": "Q, K, V, mask=None"}),
     # 02 multi-head attention
     _c("MultiHeadAttention", "02", "mha", "graded",
        "projections `W_q, W_k, W_v, W_o`, heads split and merged "
        "-> (output (B, T_q, d_model), weights (B, H, T_q, T_k))",
-       "d_model, num_heads, dropout=0.0", methods={"forward": "x_q, x_kv, mask=None"},
-       mistakes=("no_scale", "scale_by_d_model", "split_heads_no_transpose", "merge_heads_no_transpose",
-                 "view_without_contiguous", "missing_w_o", "kv_swapped")),
+       "d_model, num_heads, dropout=0.0", methods={"forward": "x_q, x_kv, mask=None"}),
     # 03 positional encoding
     _c("sinusoidal_positional_encoding", "03", "positional", "graded",
-       "the (max_len, d_model) table: sin in even columns, cos in odd ones", "max_len, d_model",
-       mistakes=("pe_sin_cos_swapped", "pe_freq_factor_2", "pe_sin_cos_halves")),
+       "the (max_len, d_model) table: sin in even columns, cos in odd ones", "max_len, d_model"),
     _c("PositionalEncoding", "03", "positional", "graded",
        "adds `pe[:, :T]` (a buffer) to (B, T, d_model), then dropout", "d_model, max_len=5000, dropout=0.0",
-       methods={"forward": "x"}, mistakes=("pe_not_sliced", "pe_sin_cos_swapped")),
+       methods={"forward": "x"}),
     _c("LearnedPositionalEmbedding", "03", "positional", "bonus", "learned positions (`embed`, an `nn.Embedding`)",
        "d_model, max_len=512, dropout=0.0", methods={"forward": "x"}),
     _c("rope_frequencies", "03", "positional", "bonus", "RoPE's rotation frequencies theta_i = base^(-2i/d)",
        "d, base=10000.0", checks=("apply_rope",)),
     _c("apply_rope", "03", "positional", "bonus",
        "rotates adjacent feature pairs (2i, 2i+1) of (..., T, d) by position",
-       "x, positions=None, base=10000.0", mistakes=("rope_half_split", "rope_rotation_inverted")),
+       "x, positions=None, base=10000.0"),
     # 04 FFN, LayerNorm, residual
     _c("FeedForward", "04", "ffn_norm", "graded", "`fc2(dropout(activation(fc1(x))))`",
-       "d_model, d_ff, dropout=0.0, activation='relu'", methods={"forward": "x"},
-       mistakes=("ffn_no_activation", "ffn_wrong_activation", "ffn_activation_after_fc2", "no_autograd_graph")),
+       "d_model, d_ff, dropout=0.0, activation='relu'", methods={"forward": "x"}),
     _c("LayerNorm", "04", "ffn_norm", "graded", "biased variance, eps inside the square root, `weight` and `bias`",
-       "d_model, eps=1e-05", methods={"forward": "x"},
-       mistakes=("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine")),
+       "d_model, eps=1e-05", methods={"forward": "x"}),
     _c("ResidualLayerNorm", "04", "ffn_norm", "graded", "Post-LN: `ln(x + sublayer_out)`", "d_model, eps=1e-05",
-       methods={"forward": "x, sublayer_out"}, mistakes=("missing_residual", "pre_ln_instead_of_post")),
+       methods={"forward": "x, sublayer_out"}),
     _c("RMSNorm", "04", "ffn_norm", "bonus", "root-mean-square norm, no mean subtracted, `weight` only",
-       "d_model, eps=1e-06", methods={"forward": "x"}, mistakes=("rms_subtracts_mean", "rms_weight_plus_one")),
+       "d_model, eps=1e-06", methods={"forward": "x"}),
     _c("PreLNResidual", "04", "ffn_norm", "bonus", "Pre-LN: `x + sublayer(ln(x))`", "d_model, eps=1e-05",
-       methods={"forward": "x, sublayer"}, mistakes=("post_ln_instead_of_pre",)),
+       methods={"forward": "x, sublayer"}),
     # 05 masks and layers
     _c("make_pad_mask", "05", "masks", "graded", "(B, T) tokens -> (B, 1, 1, T) bool, True = a real key",
-       "tokens, pad_id=0", mistakes=("pad_mask_inverted", "pad_mask_queries")),
+       "tokens, pad_id=0"),
     _c("make_subsequent_mask", "05", "masks", "graded", "(1, 1, T, T) bool lower triangle, diagonal included",
-       "T, device=None", mistakes=("causal_diagonal_hidden", "causal_next_visible", "causal_inverted")),
+       "T, device=None"),
     _c("EncoderLayer", "05", "layers", "graded", "Post-LN self-attention and FFN sublayers -> (output, weights)",
-       "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "x, src_mask=None"},
-       mistakes=("missing_residual", "pre_ln_instead_of_post", "src_mask_missing")),
+       "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "x, src_mask=None"}),
     _c("DecoderLayer", "05", "layers", "graded",
        "masked self-attention, cross-attention on `memory`, FFN -> (output, self weights, cross weights)",
-       "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "y, memory, tgt_mask=None, memory_mask=None"},
-       mistakes=("missing_residual", "cross_attn_target_mask", "cross_attn_wrong_source")),
+       "d_model, num_heads, d_ff, dropout=0.1", methods={"forward": "y, memory, tgt_mask=None, memory_mask=None"}),
     # 06 the Transformer
     _c("Transformer", "06", "transformer", "graded",
        "embeddings scaled by sqrt(d_model), positions, N encoder and decoder layers, `out_proj`; masks built from "
        "`pad_id`; the method `greedy_decode` calls the function `greedy_decode(self, ...)`",
        "src_vocab, tgt_vocab, d_model=256, num_heads=8, d_ff=512, num_layers=4, dropout=0.1, max_len=512, pad_id=0",
        methods={"encode": "src", "decode": "tgt_in, memory, src_mask=None", "forward": "src, tgt_in",
-                "greedy_decode": "src, bos_id, eos_id, max_new_tokens"},
-       mistakes=("embed_not_scaled", "src_mask_missing", "memory_mask_missing", "causal_missing",
-                 "causal_next_visible")),
+                "greedy_decode": "src, bos_id, eos_id, max_new_tokens"}),
     _c("greedy_decode", "06", "transformer", "graded",
        "greedy decoding from BOS: arg-max at the last position, `pad_id` after a row's EOS, stops once every row "
-       "has emitted EOS -> LongTensor (B, <= 1 + max_new_tokens)", "model, src, bos_id, eos_id, max_new_tokens",
-       mistakes=("greedy_no_eos_stop", "greedy_no_pad_after_eos", "greedy_no_bos", "greedy_first_position")),
+       "has emitted EOS -> LongTensor (B, <= 1 + max_new_tokens)", "model, src, bos_id, eos_id, max_new_tokens"),
     _c("greedy_decode_cached", "06", "transformer", "bonus",
        "greedy decoding with a KV cache, token for token what `greedy_decode` gives",
-       "model, src, bos_id, eos_id, max_new_tokens",
-       mistakes=("kv_cache_pe_position_zero", "greedy_no_pad_after_eos", "memory_mask_missing", "kv_cache_recomputes",
-                 "cross_kv_recomputed")),
+       "model, src, bos_id, eos_id, max_new_tokens"),
     # 07 copy task
     _c("PAD_ID", "07", "copy_task", "constant", "0, the padding token"),
     _c("BOS_ID", "07", "copy_task", "constant", "1, the begin-of-sequence token"),
@@ -143,9 +123,9 @@ COMPONENTS = (
     _c("make_copy_batch", "07", "copy_task", "graded", "random copy-task batch -> (src, tgt_in, tgt_out)",
        "batch_size, vocab_size, min_len, max_len, generator=None"),
     _c("copy_loss", "07", "copy_task", "graded", "cross-entropy averaged over the non-PAD targets",
-       "logits, tgt_out, pad_id=0", mistakes=("loss_includes_pad", "loss_sum_not_mean")),
+       "logits, tgt_out, pad_id=0"),
     _c("exact_match", "07", "copy_task", "graded", "share of rows decoded exactly up to and including EOS",
-       "pred, tgt_out, eos_id=2, pad_id=0", mistakes=("em_whole_row", "em_token_accuracy")),
+       "pred, tgt_out, eos_id=2, pad_id=0"),
     _c("noam_lr", "07", "copy_task", "provided", "the original paper's warmup then 1/sqrt(step) learning-rate factor",
        "step, d_model, warmup"),
     _c("train_step", "07", "copy_task", "graded", "one optimiser step (zero_grad, loss, backward, step, scheduler) "
@@ -168,88 +148,67 @@ COMPONENTS = (
        "model, data, block_size, batch_size=32, num_batches=8, seed=1234"),
     _c("warmup_cosine_lr", "08", "training", "graded",
        "learning rate of 0-based `step`: linear warmup `max_lr * (step + 1) / warmup_steps`, then cosine decay to "
-       "`min_lr`", "step, max_lr, warmup_steps, max_steps, min_lr=0.0",
-       mistakes=("lr_warmup_off_by_one", "lr_cosine_ignores_min_lr", "lr_cosine_from_step_zero")),
+       "`min_lr`", "step, max_lr, warmup_steps, max_steps, min_lr=0.0"),
     _c("clip_grad_norm", "08", "training", "graded",
        "gradients scaled in place by `max_norm / (total + 1e-6)` when their global L2 norm exceeds `max_norm` "
-       "-> the norm before clipping", "parameters, max_norm",
-       mistakes=("clip_per_parameter", "clip_always_rescales", "clip_returns_clipped_norm",
-                 "clip_generator_consumed", "clip_no_sqrt")),
+       "-> the norm before clipping", "parameters, max_norm"),
     _c("AdamW", "08", "training", "graded",
        "AdamW: decoupled weight decay, bias-corrected moments; `lr` settable between steps",
-       "params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01", methods={"step": "", "zero_grad": ""},
-       mistakes=("adamw_l2_in_gradient", "adamw_no_bias_correction", "adamw_decay_without_lr",
-                 "adamw_eps_inside_sqrt")),
+       "params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01", methods={"step": "", "zero_grad": ""}),
     _c("train_gpt", "08", "gpt_data", "provided", "the chapter's AdamW, warmup then cosine decay, clipping",
        "model, train_data, val_data, *, block_size, batch_size=32, max_steps=600, lr=0.003, warmup=50, "
        "eval_every=50, seed=0, progress=True"),
     _c("repeat_kv", "08", "llm", "graded", "(B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), each KV head repeated in place",
-       "x, n_rep", mistakes=("gqa_repeat_not_interleave",)),
+       "x, n_rep"),
     _c("GroupedQueryAttention", "08", "llm", "graded", "GQA with RoPE, a causal mask and an optional KV cache",
        "d_model, num_heads, num_kv_heads, rope=True, rope_base=10000.0, dropout=0.0",
-       methods={"forward": "x, mask=None, cache=None"},
-       mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split", "nan_fully_masked",
-                 "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope")),
+       methods={"forward": "x, mask=None, cache=None"}),
     _c("SwiGLU", "08", "llm", "graded", "`down_proj(silu(gate_proj(x)) * up_proj(x))`", "d_model, d_ff",
-       methods={"forward": "x"},
-       mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product")),
+       methods={"forward": "x"}),
     _c("GPTBlock", "08", "llm", "graded", "Pre-RMSNorm block: GQA then SwiGLU, each with a residual",
        "d_model, num_heads, num_kv_heads, d_ff, dropout=0.0, rope_base=10000.0, eps=1e-06",
-       methods={"forward": "x, mask=None, cache=None"}, mistakes=("post_ln_instead_of_pre",)),
+       methods={"forward": "x, mask=None, cache=None"}),
     _c("GPT", "08", "llm", "graded", "decoder-only language model -> logits (B, T, vocab_size)",
        "vocab_size, d_model=64, num_heads=4, num_kv_heads=2, d_ff=172, num_layers=2, max_len=256, dropout=0.0, "
-       "tie_weights=False, rope_base=10000.0", methods={"forward": "idx", "forward_cached": "idx, caches=None"},
-       mistakes=("causal_missing", "gpt_no_final_norm")),
+       "tie_weights=False, rope_base=10000.0", methods={"forward": "idx", "forward_cached": "idx, caches=None"}),
     # 09 decoding and costs (docs/CONTRACT_LLM.md)
-    _c("top_k_filter", "09", "decoding", "graded", "logits outside the k largest set to -inf", "logits, k",
-       mistakes=("top_k_fill_zero", "top_k_ties_dropped", "top_k_off_by_one")),
+    _c("top_k_filter", "09", "decoding", "graded", "logits outside the k largest set to -inf", "logits, k"),
     _c("top_p_filter", "09", "decoding", "graded", "logits outside the smallest nucleus of mass p set to -inf",
-       "logits, p", mistakes=("top_p_drops_crossing_token", "top_p_not_sorted")),
+       "logits, p"),
     _c("sampling_probs", "09", "decoding", "graded", "temperature, then top-k, then top-p, then softmax",
-       "logits, temperature=1.0, top_k=None, top_p=None",
-       mistakes=("filters_order_swapped", "temperature_after_softmax", "top_p_missing", "top_k_missing")),
+       "logits, temperature=1.0, top_k=None, top_p=None"),
     _c("sample_next_token", "09", "decoding", "graded", "arg-max at temperature 0, else a draw from `sampling_probs`",
-       "logits, temperature=1.0, top_k=None, top_p=None, generator=None",
-       mistakes=("sample_argmax", "temperature_after_softmax", "sample_draw_not_contract", "top_p_missing")),
+       "logits, temperature=1.0, top_k=None, top_p=None, generator=None"),
     _c("generate", "09", "decoding", "graded", "autoregressive generation, with or without the KV cache (same tokens)",
-       "model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True",
-       mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only")),
+       "model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True"),
     _c("gpt_step_fn", "09", "decoding", "provided", "a GPT as beam search's step function", "model"),
     _c("transformer_step_fn", "09", "decoding", "provided", "a Transformer (with its source) as a step function",
        "model, src"),
     _c("beam_search", "09", "decoding", "graded", "beam search with finished beams kept and a length penalty",
-       "step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0",
-       mistakes=("beam_finished_extended", "beam_no_length_norm", "beam_norm_counts_prefix", "beam_score_differs")),
+       "step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0"),
     _c("kv_cache_bytes", "09", "llm", "graded", "bytes of a KV cache: 2 (K and V) x layers x KV heads x ...",
-       "num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2",
-       mistakes=("kv_cache_one_layer", "kv_cache_only_k")),
+       "num_layers, num_kv_heads, head_dim, seq_len=1, batch=1, bytes_per_element=2"),
     _c("peak_memory_increase", "09", "gpt_data", "provided", "peak memory a call adds (CUDA or tracemalloc)", "fn"),
     # 10 the drill bank: components drilled there only
     _c("make_sliding_window_mask", "10", "llm", "graded", "(1, 1, T, T) causal mask that sees the last `window` keys",
-       "T, window, device=None", mistakes=("window_not_causal", "window_off_by_one")),
+       "T, window, device=None"),
     _c("attention_flops_and_memory", "10", "llm", "graded", "FLOPs and bytes of naive attention",
-       "n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4",
-       mistakes=("attn_memory_one_head", "flops_macs_not_doubled", "flops_kv_heads_ignored",
-                 "flops_missing_projections")),
+       "n, d, H, num_kv_heads=None, batch=1, bytes_per_element=4"),
     _c("softmax_backward", "10", "backward", "graded", "dL/dx of a softmax from its output and dL/dy",
-       "y, grad_y, dim=-1", mistakes=("backward_sum_wrong_axis", "softmax_backward_missing_sum",
-                                      "softmax_backward_no_keepdim")),
+       "y, grad_y, dim=-1"),
     _c("layer_norm_backward", "10", "backward", "graded", "dL/dx, dL/dweight, dL/dbias of LayerNorm",
-       "x, weight, grad_out, eps=1e-05",
-       mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term", "ln_backward_no_weight",
-                 "ln_backward_grads_swapped", "ln_backward_sums_fixed_axes")),
+       "x, weight, grad_out, eps=1e-05"),
     _c("cross_entropy", "10", "backward", "graded", "cross-entropy with `ignore_index` and label smoothing",
-       "logits, target, ignore_index=-100, label_smoothing=0.0", mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1")),
+       "logits, target, ignore_index=-100, label_smoothing=0.0"),
     # 11 subword tokenization: BPE
     _c("END_OF_WORD", "11", "tokenizers", "constant", '"</w>", the end-of-word marker of BPE'),
     _c("merge_pair", "11", "tokenizers", "provided",
        "every occurrence of a pair of adjacent symbols joined, left to right", "symbols, pair"),
     _c("learn_bpe", "11", "tokenizers", "graded",
        "BPE merges, most frequent pair first, counted inside words and weighted by word frequency",
-       "word_freqs, num_merges",
-       mistakes=("bpe_across_word_boundaries", "bpe_pairs_not_weighted")),
+       "word_freqs, num_merges"),
     _c("bpe_encode", "11", "tokenizers", "graded", "a word's characters and `</w>`, then the merges in rank order",
-       "word, merges", mistakes=("bpe_merges_out_of_order", "bpe_no_end_of_word")),
+       "word, merges"),
     _c("bpe_decode", "11", "tokenizers", "graded", "tokens joined, `</w>` as the space between words",
        "tokens", tested_by="bpe_round_trip"),
 )

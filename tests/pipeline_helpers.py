@@ -30,7 +30,7 @@ def graded_cells(nb):
 
 def copy_build_inputs(dest):
     """Copy what tools/build.py reads into ``dest`` so a build there leaves the repository alone."""
-    for rel in ("lessons", "tools"):
+    for rel in ("lessons", "tools", "solutions"):  # the build writes solutions/__init__.py from the registry
         shutil.copytree(ROOT / rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "nbgrader_config.py", dest)
     (dest / "docs").mkdir(exist_ok=True)

@@ -17,6 +17,7 @@ import pytest
 import catalogue
 import contract
 import solutions
+from catalogue.idioms import IDIOMS
 from tools import build, simulate_class
 from tutor import checks, mistakes
 from tutor.engine.specs import FunctionCheck
@@ -28,12 +29,19 @@ SOLUTIONS = Path(solutions.__file__).parent
 class Evidence:
     """What the repository has, gathered once from the real tree."""
     public: dict      # solutions module -> top-level public names it defines
-    checks: set       # registered checks (tutor.checks.CHECKS)
+    checks: dict      # registered check (tutor.checks.CHECKS) -> CheckFacts
     wrong: list       # [(check, diagnosis id or None)] of catalogue/wrong_*.py
-    right: set        # checks with a right alternative in catalogue/right_*.py
+    right: set        # checks with a right alternative: in catalogue/right_*.py, or an idiom of their exercise
     lessons: dict     # lesson name -> {"exercises": [names], "drills": [names], "graded": [grade_ids]}
     mutations: set    # lessons with a classic-mistake edit (tools/simulate_class.MUTATIONS)
     mutation_mistakes: dict = dataclasses.field(default_factory=dict)  # lesson -> (exercise, mistake id)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckFacts:
+    """What a declared check says of its mistakes."""
+    mistakes: tuple   # its mistakes= (the classic mistakes it names)
+    variants: bool    # whether it computes wrong outputs (variants=)
 
 
 def _public_names(path):
@@ -61,9 +69,9 @@ def _lesson(name):
 def real_evidence():
     return Evidence(
         public={p.stem: _public_names(p) for p in sorted(SOLUTIONS.glob("*.py")) if p.stem != "__init__"},
-        checks=set(checks.CHECKS),
+        checks={name: CheckFacts(check.mistakes, check.variants is not None) for name, check in checks.CHECKS.items()},
         wrong=[(check, diagnosis) for check, _, diagnosis in catalogue.cases("wrong")],
-        right={check for check, _ in catalogue.cases("right")},
+        right={check for check, _ in catalogue.cases("right")} | {i.exercise for i in IDIOMS},
         lessons={name: _lesson(name) for name in build.lesson_names()},
         mutations=set(simulate_class.MUTATIONS),
         mutation_mistakes={k: (m.component, m.mistake) for k, m in simulate_class.MUTATIONS.items()},
@@ -108,21 +116,25 @@ def checklist(components, ev):
                 todo.append(f"{where}: add a wrong implementation its check {check!r} fails "
                             "to catalogue/wrong_*.py")
             if check not in ev.right:
-                todo.append(f"{where}: add a right alternative for check {check!r} to catalogue/right_*.py")
-        if c.mistakes and not any(getattr(checks.CHECKS.get(check), "variants", None) for check in c.checks):
-            todo.append(f"{where}: compute its mistakes' wrong outputs in tutor/checks/{c.module}.py "
-                        f"(variants= of check {c.checks[0] if c.checks else c.name!r}: (reference, case) -> [Variant])")
-        for mid in c.mistakes:
-            if mid not in mistakes.MISTAKES:
-                todo.append(f"{where}: explain mistake {mid!r} in tutor/checks/{c.module}.py "
-                            "(define_mistakes, 中文 and English)")
-            if not any(name in c.checks and named == mid for name, named in ev.wrong):
-                todo.append(f"{where}: add a wrong implementation its check names {mid!r} "
-                            "to catalogue/wrong_*.py")
-    for check in {k for c in components for k in c.checks}:
-        listed = {m for c in components if check in c.checks for m in c.mistakes}
-        todo += [f"check {check!r}: the wrong catalogue proves it names {mid!r}; add it to a component's mistakes "
-                 "in contract/__init__.py" for mid in sorted({m for k, m in ev.wrong if k == check and m} - listed)]
+                todo.append(f"{where}: add a right alternative for check {check!r} to catalogue/right_*.py "
+                            "(or, for a graded exercise, an idiom to catalogue/idioms.py)")
+        for check in c.checks:
+            facts = ev.checks.get(check, CheckFacts((), False))
+            if facts.mistakes and not facts.variants:
+                todo.append(f"{where}: compute its mistakes' wrong outputs in tutor/checks/{c.module}.py "
+                            f"(variants= of check {check!r}: (reference, case) -> [Variant])")
+            for mid in facts.mistakes:
+                if mid not in mistakes.MISTAKES:
+                    todo.append(f"{where}: explain mistake {mid!r} in tutor/checks/{c.module}.py "
+                                "(define_mistakes, 中文 and English)")
+                if (check, mid) not in ev.wrong:
+                    todo.append(f"{where}: add a wrong implementation its check {check!r} names {mid!r} "
+                                "to catalogue/wrong_*.py")
+    for check in sorted({k for c in components for k in c.checks}):
+        listed = ev.checks.get(check, CheckFacts((), False)).mistakes
+        todo += [f"check {check!r}: the wrong catalogue proves it names {mid!r}; add it to its mistakes= "
+                 f"in tutor/checks/{_module_of(components, check)}.py"
+                 for mid in sorted({m for k, m in ev.wrong if k == check and m} - set(listed))]
     for lesson, found in ev.lessons.items():
         for name in found["drills"]:
             if name not in registered or not by_name[name].exercise:
@@ -141,13 +153,19 @@ def checklist(components, ev):
                         "simulated classic-mistake student is quietly perfect")
     todo += [f"MUTATIONS[{lesson!r}] in tools/simulate_class.py is for no graded chapter; remove it"
              for lesson in sorted(ev.mutations) if not ev.lessons.get(lesson, {}).get("graded")]
-    for lesson, mutation in sorted(ev.mutation_mistakes.items()):
-        component = by_name.get(mutation[0])
-        if component is not None and mutation[1] not in component.mistakes:
-            todo.append(f"MUTATIONS[{lesson!r}] in tools/simulate_class.py makes {mutation[1]!r}: add it to "
-                        f"{mutation[0]}'s mistakes in contract/__init__.py (the drill bank reveals them, the wrong "
-                        "catalogue proves them)")
+    for lesson, (exercise, mid) in sorted(ev.mutation_mistakes.items()):
+        component = by_name.get(exercise)
+        named = {m for k in component.checks for m in ev.checks.get(k, CheckFacts((), False)).mistakes} \
+            if component else set()
+        if component is not None and component.checks and mid not in named:
+            todo.append(f"MUTATIONS[{lesson!r}] in tools/simulate_class.py makes {mid!r}: add it to the mistakes= "
+                        f"of check {component.checks[0]!r} in tutor/checks/{component.module}.py (the drill bank "
+                        "reveals them, the wrong catalogue proves them)")
     return todo
+
+
+def _module_of(components, check):
+    return next(c.module for c in components if check in c.checks)
 
 
 @pytest.fixture(scope="module")
@@ -168,8 +186,7 @@ def test_the_repository_lacks_nothing(evidence):
 
 # ---------------------------------------------------------------- the enforcement, proven
 
-NEW = contract.Component("frobnicate", "08", "llm", "graded", "a new component", "x", checks=("frobnicate",),
-                         mistakes=("frobnicate_off_by_one",))
+NEW = contract.Component("frobnicate", "08", "llm", "graded", "a new component", "x", checks=("frobnicate",))
 
 
 def test_a_new_name_without_its_pieces_is_caught(evidence):
@@ -178,9 +195,22 @@ def test_a_new_name_without_its_pieces_is_caught(evidence):
                    "declare its check: FunctionCheck('frobnicate', ...) or ModuleCheck('frobnicate', ...) in "
                    "tutor/checks/llm.py",
                    "add a wrong implementation its check 'frobnicate' fails",
-                   "add a right alternative for check 'frobnicate'",
-                   "explain mistake 'frobnicate_off_by_one' in tutor/checks/llm.py (define_mistakes",
-                   "compute its mistakes' wrong outputs in tutor/checks/llm.py (variants= of check 'frobnicate'"):
+                   "add a right alternative for check 'frobnicate'"):
+        assert needed in missing, f"the checklist does not ask to {needed!r}:\n{missing}"
+
+
+def test_a_new_mistake_without_its_pieces_is_caught(evidence):
+    """A check declared with a mistake that nothing explains, computes or proves; and a mistake the
+    wrong catalogue proves that the check does not list."""
+    ev = dataclasses.replace(evidence, checks={**evidence.checks,
+                                               "frobnicate": CheckFacts(("frobnicate_off_by_one",), False)},
+                             wrong=evidence.wrong + [("frobnicate", "frobnicate_twice")])
+    missing = "\n".join(added(contract.COMPONENTS + (NEW,), ev, evidence))
+    for needed in ("explain mistake 'frobnicate_off_by_one' in tutor/checks/llm.py (define_mistakes",
+                   "compute its mistakes' wrong outputs in tutor/checks/llm.py (variants= of check 'frobnicate'",
+                   "add a wrong implementation its check 'frobnicate' names 'frobnicate_off_by_one'",
+                   "check 'frobnicate': the wrong catalogue proves it names 'frobnicate_twice'; add it to its "
+                   "mistakes= in tutor/checks/llm.py"):
         assert needed in missing, f"the checklist does not ask to {needed!r}:\n{missing}"
 
 
@@ -191,7 +221,7 @@ def test_a_new_name_defined_but_not_registered_is_caught(evidence):
 
 
 def test_a_new_component_without_signature_or_check_is_caught(evidence):
-    bare = dataclasses.replace(NEW, signature=None, checks=(), mistakes=())
+    bare = dataclasses.replace(NEW, signature=None, checks=())
     ev = dataclasses.replace(evidence, public={**evidence.public, "llm": evidence.public["llm"] + ["frobnicate"]})
     missing = "\n".join(added(contract.COMPONENTS + (bare,), ev, evidence))
     assert "frobnicate (chapter 08): give its signature" in missing
@@ -216,9 +246,18 @@ def test_a_lesson_exercise_the_registry_does_not_know_is_caught(evidence):
 
 def test_the_exports_are_the_registry():
     missing = [c.name for c in contract.COMPONENTS if c.name not in solutions.__all__]
-    assert not missing, (f"registered but not exported by solutions/__init__.py: {missing}: import each from its "
-                         "module there (the checklist test says where to define it)")
+    assert not missing, (f"registered but not exported by solutions/__init__.py: {missing}: define each in its "
+                         "module, then run `make build` (the checklist test says where)")
     assert solutions.__all__ == [c.name for c in contract.COMPONENTS]
+
+
+def test_solutions_init_is_generated_from_the_registry():
+    assert build.SOLUTIONS_INIT.read_text(encoding="utf-8") == build.solutions_init(), \
+        "solutions/__init__.py differs from the registry: run `make build`"
+    new = dataclasses.replace(contract.BY_NAME["RMSNorm"], name="route", module="moe")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(contract, "COMPONENTS", contract.COMPONENTS + (new,))
+        assert "route" not in build.solutions_init()  # registered before its module exists: left out
 
 
 def test_checks_are_exactly_the_registered_ones():
@@ -270,8 +309,8 @@ def test_a_mutation_whose_mistake_the_registry_does_not_list_is_caught(evidence)
     ev = dataclasses.replace(evidence, mutation_mistakes={**evidence.mutation_mistakes,
                                                           "04_ffn_layernorm": ("LayerNorm", "ln_eps_value")})
     assert added(contract.COMPONENTS, ev, evidence) == [
-        "MUTATIONS['04_ffn_layernorm'] in tools/simulate_class.py makes 'ln_eps_value': add it to LayerNorm's "
-        "mistakes in contract/__init__.py (the drill bank reveals them, the wrong catalogue proves them)"]
+        "MUTATIONS['04_ffn_layernorm'] in tools/simulate_class.py makes 'ln_eps_value': add it to the mistakes= of "
+        "check 'LayerNorm' in tutor/checks/ffn_norm.py (the drill bank reveals them, the wrong catalogue proves them)"]
 
 
 def test_a_mutation_for_no_graded_chapter_is_caught(evidence):
@@ -327,20 +366,6 @@ def test_provided_code_needing_an_unbound_constant_stops_the_build():
     with pytest.raises(build.LessonError, match=r"uses \['PAD_ID'\]; bind them in the setup cell"):
         build.earlier_components("08_x", _cells("loss = copy_loss(None, None)"))
     assert build.earlier_components("08_x", _cells("PAD_ID = 0", "loss = copy_loss(None, None)")) == ["copy_loss"]
-
-
-def test_contract_llm_names_the_registered_mistakes_of_each_check():
-    """docs/CONTRACT_LLM.md's table of checks explains more than the registry (what each check calls,
-    its cases); its named mistakes must include the registry's and be explained mistakes."""
-    text = (Path(build.ROOT) / "docs" / "CONTRACT_LLM.md").read_text(encoding="utf-8")
-    table = text[text.index("## Checks"):]
-    rows = re.findall(r"^\| `(\w+)` \|.*\| ([^|]*) \|$", table, re.MULTILINE)
-    assert rows
-    for check, named in rows:
-        listed = set(re.findall(r"`(\w+)`", named))
-        registered = {m for c in contract.COMPONENTS if check in c.checks for m in c.mistakes}
-        assert registered <= listed, f"docs/CONTRACT_LLM.md, check {check}: add {sorted(registered - listed)}"
-        assert listed <= set(mistakes.MISTAKES), f"docs/CONTRACT_LLM.md, check {check}: {sorted(listed)}"
 
 
 def test_an_exercise_registered_as_provided_is_caught(evidence):

@@ -31,6 +31,7 @@ from pathlib import Path
 import contract
 
 from . import mistakes
+from .checks import CHECKS
 
 LESSON = "10_drills"
 PROGRESS_FILE = "drills_progress.json"
@@ -49,9 +50,9 @@ class Drill:
 
     @property
     def mistakes(self):
-        """The classic mistakes its check names: those of every component it proves (the contract
-        registry; tests/test_registry.py ties them to the catalogue)."""
-        return tuple(dict.fromkeys(m for name in self.objects for m in contract.get(name).mistakes))
+        """The classic mistakes its check names (the check's ``mistakes=``; tests/test_registry.py
+        ties them to the catalogue)."""
+        return CHECKS[self.name].mistakes
 
     @property
     def objects(self):

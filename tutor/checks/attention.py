@@ -175,15 +175,20 @@ def _numpy_cases():
 
 
 FunctionCheck("softmax", cases=_softmax_cases, outputs=("y",),
-              call=lambda f, case, _: f(case["x"].copy(), axis=case["axis"]), variants=softmax_variants)
+              call=lambda f, case, _: f(case["x"].copy(), axis=case["axis"]), variants=softmax_variants,
+              mistakes=("softmax_unstable", "softmax_ignores_axis", "softmax_fixed_axis", "softmax_all_elements"))
 
 FunctionCheck("attention_numpy", cases=_numpy_cases, outputs=("out", "weights"),
               call=lambda f, case, _: f(*(case[k].copy() for k in ("Q", "K", "V")), case.get("mask")),
-              variants=numpy_attention_variants)
+              variants=numpy_attention_variants,
+              mistakes=("no_scale",))
 
 FunctionCheck("scaled_dot_product_attention", cases=attention_cases, outputs=("out", "attn"), grads=("Q", "K", "V"),
-              call=lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants)
+              call=lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants,
+              mistakes=("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
+                        "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool"))
 
 ModuleCheck("ScaledDotProductAttention", cases=lambda: attention_cases()[:4], outputs=("out", "attn"),
             grads=("Q", "K", "V"), make_args=lambda case: ((), {"dropout": 0.5}), load=False,
-            forward=lambda m, case, x: m(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants)
+            forward=lambda m, case, x: m(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants,
+            mistakes=("no_scale",))

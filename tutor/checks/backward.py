@@ -137,14 +137,18 @@ def _cross_entropy_cases():
 
 FunctionCheck("softmax_backward", cases=_softmax_backward_cases, outputs=("grad_x",),
               variants=softmax_backward_variants,
-              call=lambda f, case, x: f(case["y"].clone(), case["grad_y"].clone(), case["dim"]))
+              call=lambda f, case, x: f(case["y"].clone(), case["grad_y"].clone(), case["dim"]),
+              mistakes=("backward_sum_wrong_axis", "softmax_backward_missing_sum", "softmax_backward_no_keepdim"))
 
 FunctionCheck("layer_norm_backward", cases=_layer_norm_backward_cases, outputs=("grad_x", "grad_weight", "grad_bias"),
               variants=layer_norm_backward_variants,
               call=lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(),
-                                        case["eps"]))
+                                        case["eps"]),
+              mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term",
+                        "ln_backward_no_weight", "ln_backward_grads_swapped", "ln_backward_sums_fixed_axes"))
 
 FunctionCheck("cross_entropy", cases=_cross_entropy_cases, outputs=("loss",), grads=("logits",),
               variants=cross_entropy_variants,
               call=lambda f, case, x: f(x["logits"], case["target"].clone(), ignore_index=case["ignore_index"],
-                                        label_smoothing=case["label_smoothing"]))
+                                        label_smoothing=case["label_smoothing"]),
+              mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1"))

@@ -139,7 +139,9 @@ def _judge_copy_batch(fn):
 CustomCheck("make_copy_batch", judge=_judge_copy_batch)
 
 FunctionCheck("copy_loss", cases=_copy_loss_cases, outputs=("loss",), grads=("logits",), variants=copy_loss_variants,
-              call=lambda f, case, x: f(x["logits"], case["tgt_out"].clone(), case["pad_id"]))
+              call=lambda f, case, x: f(x["logits"], case["tgt_out"].clone(), case["pad_id"]),
+              mistakes=("loss_includes_pad", "loss_sum_not_mean"))
 
 FunctionCheck("exact_match", cases=_exact_match_cases, outputs=("score",), variants=exact_match_variants,
-              call=lambda f, case, _: f(case["pred"].clone(), case["tgt_out"].clone(), 2, 0))
+              call=lambda f, case, _: f(case["pred"].clone(), case["tgt_out"].clone(), 2, 0),
+              mistakes=("em_whole_row", "em_token_accuracy"))

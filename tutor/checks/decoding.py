@@ -359,24 +359,31 @@ def _sample_next_token_cases():
 
 
 FunctionCheck("top_k_filter", cases=_top_k_cases, outputs=("out",), variants=top_k_variants,
-              call=lambda f, case, x: neg_inf_as_min(f(case["logits"].clone(), case["k"])))
+              call=lambda f, case, x: neg_inf_as_min(f(case["logits"].clone(), case["k"])),
+              mistakes=("top_k_fill_zero", "top_k_ties_dropped", "top_k_off_by_one"))
 
 FunctionCheck("top_p_filter", cases=_top_p_cases, outputs=("out",), variants=top_p_variants,
-              call=lambda f, case, x: neg_inf_as_min(f(case["logits"].clone(), case["p"])))
+              call=lambda f, case, x: neg_inf_as_min(f(case["logits"].clone(), case["p"])),
+              mistakes=("top_p_drops_crossing_token", "top_p_not_sorted"))
 
 FunctionCheck("sampling_probs", cases=lambda: sampling_cases(39), outputs=("probs",), variants=sampling_probs_variants,
-              call=lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"]))
+              call=lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"]),
+              mistakes=("filters_order_swapped", "temperature_after_softmax", "top_p_missing", "top_k_missing"))
 
 FunctionCheck("sample_next_token", cases=_sample_next_token_cases, outputs=("tokens",),
               variants=sample_next_token_variants, rule=_sample_rule,
               call=lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"],
-                                        generator=torch.Generator().manual_seed(case["seed"])))
+                                        generator=torch.Generator().manual_seed(case["seed"])),
+              mistakes=("sample_argmax", "temperature_after_softmax", "sample_draw_not_contract", "top_p_missing"))
 
 FunctionCheck("generate", cases=_generate_cases, outputs=("tokens",), call=_generate, variants=generate_variants,
               rule=_generate_rule, cost=Cost(
                   watched=lambda case: {"tok_embed": case["model"].tok_embed} if case["kwargs"].get("use_cache", True)
-                  else {}, problems=_generate_problems))
+                  else {}, problems=_generate_problems),
+              mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only"))
 
 FunctionCheck("beam_search", cases=_beam_cases, outputs=("tokens", "score"), variants=beam_search_variants,
               rule=_beam_rule, call=lambda f, case, x: f(case["step_fn"], case["prefix"].clone(), case["beam_size"],
-                                                        case["max_new_tokens"], case["eos_id"], alpha=case["alpha"]))
+                                                        case["max_new_tokens"], case["eos_id"], alpha=case["alpha"]),
+              mistakes=("beam_finished_extended", "beam_no_length_norm", "beam_norm_counts_prefix",
+                        "beam_score_differs"))

@@ -192,18 +192,23 @@ def _norm_args(case):
 
 ModuleCheck("FeedForward", cases=_ffn_cases, outputs=("out",), grads=("x",), forward=lambda m, case, x: m(x["x"]),
             make_args=lambda case: ((case["x"].size(-1), case["d_ff"]), {"activation": case["activation"]}),
-            variants=ffn_variants, probe=_ffn_probe)
+            variants=ffn_variants, probe=_ffn_probe,
+            mistakes=("ffn_no_activation", "ffn_wrong_activation", "ffn_activation_after_fc2", "no_autograd_graph"))
 
 ModuleCheck("LayerNorm", cases=lambda: norm_cases(5), outputs=("out",), grads=("x",), make_args=_norm_args,
-            forward=lambda m, case, x: m(x["x"]), variants=layer_norm_variants, probe=_probe_norm, shared="shared_norm")
+            forward=lambda m, case, x: m(x["x"]), variants=layer_norm_variants, probe=_probe_norm, shared="shared_norm",
+            mistakes=("ln_wrong_axis", "ln_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine"))
 
 ModuleCheck("RMSNorm", cases=lambda: norm_cases(6), outputs=("out",), grads=("x",), make_args=_norm_args,
-            forward=lambda m, case, x: m(x["x"]), variants=rms_variants)
+            forward=lambda m, case, x: m(x["x"]), variants=rms_variants,
+            mistakes=("rms_subtracts_mean", "rms_weight_plus_one"))
 
 ModuleCheck("ResidualLayerNorm", cases=_residual_cases, outputs=("out",), grads=("x", "sublayer_out"),
             make_args=_norm_args, forward=lambda m, case, x: m(x["x"], x["sublayer_out"]), variants=residual_variants,
             parts=lambda ref: [("ln", "LayerNorm")], probe=_probe_residual, shared="shared_norm",
-            wiring=lambda m, case: {"out": m.ln(case["x"] + case["sublayer_out"])})
+            wiring=lambda m, case: {"out": m.ln(case["x"] + case["sublayer_out"])},
+            mistakes=("missing_residual", "pre_ln_instead_of_post"))
 
 ModuleCheck("PreLNResidual", cases=_pre_ln_cases, outputs=("out",), grads=("x",), make_args=_norm_args,
-            forward=lambda m, case, x: m(x["x"], case["sublayer"]), variants=pre_ln_variants)
+            forward=lambda m, case, x: m(x["x"], case["sublayer"]), variants=pre_ln_variants,
+            mistakes=("post_ln_instead_of_pre",))

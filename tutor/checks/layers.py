@@ -172,7 +172,8 @@ ModuleCheck("EncoderLayer", cases=_encoder_cases, outputs=("out", "attn"), grads
             parts=lambda ref: [("self_attn", "MultiHeadAttention"), ("ffn", "FeedForward")]
             + [(n, "ResidualLayerNorm") for n in _NORMS[:2]],
             wiring=lambda m, case: {"out": encoder_layer(m, case["x"], case.get("src_mask"))},
-            probe=_probe_encoder, shared="layers_shared")
+            probe=_probe_encoder, shared="layers_shared",
+            mistakes=("missing_residual", "pre_ln_instead_of_post", "src_mask_missing"))
 
 ModuleCheck("DecoderLayer", cases=_decoder_cases, outputs=("out", "self_attn", "cross_attn"), grads=("y", "memory"),
             make_args=lambda case: (case["cfg"], {"dropout": 0.1}), forward=_decoder_forward, variants=decoder_variants,
@@ -180,4 +181,5 @@ ModuleCheck("DecoderLayer", cases=_decoder_cases, outputs=("out", "self_attn", "
                                ("ffn", "FeedForward")] + [(n, "ResidualLayerNorm") for n in _NORMS],
             wiring=lambda m, case: {"out": decoder_layer(m, case["y"], case["memory"], case.get("tgt_mask"),
                                                          case.get("memory_mask"))},
-            probe=_probe_decoder, shared="layers_shared")
+            probe=_probe_decoder, shared="layers_shared",
+            mistakes=("missing_residual", "cross_attn_target_mask", "cross_attn_wrong_source"))

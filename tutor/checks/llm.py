@@ -282,34 +282,44 @@ _FLOPS_KEYS = ("n", "d", "H", "num_kv_heads", "batch", "bytes_per_element")
 _KV_KEYS = ("num_layers", "num_kv_heads", "head_dim", "seq_len", "batch", "bytes_per_element")
 
 FunctionCheck("repeat_kv", cases=_repeat_kv_cases, outputs=("out",), grads=("x",), variants=repeat_kv_variants,
-              call=lambda f, case, x: f(x["x"], case["n_rep"]))
+              call=lambda f, case, x: f(x["x"], case["n_rep"]),
+              mistakes=("gqa_repeat_not_interleave",))
 
 ModuleCheck("GroupedQueryAttention", cases=_gqa_cases, outputs=("out", "k_cache", "v_cache"), grads=("x",),
-            make_args=lambda case: (case["cfg"], {"rope": case["rope"]}), forward=_gqa_forward, variants=gqa_variants)
+            make_args=lambda case: (case["cfg"], {"rope": case["rope"]}), forward=_gqa_forward, variants=gqa_variants,
+            mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split", "nan_fully_masked",
+                      "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope"))
 
 ModuleCheck("SwiGLU", cases=_swiglu_cases, outputs=("out",), grads=("x",), forward=lambda m, case, x: m(x["x"]),
-            make_args=lambda case: ((case["x"].size(-1), case["d_ff"]), {}), variants=swiglu_variants)
+            make_args=lambda case: ((case["x"].size(-1), case["d_ff"]), {}), variants=swiglu_variants,
+            mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product"))
 
 ModuleCheck("GPTBlock", cases=_gpt_block_cases, outputs=("out",), grads=("x",), variants=gpt_block_variants,
-            make_args=lambda case: (case["cfg"], {}), forward=lambda m, case, x: m(x["x"], case.get("mask"))[0])
+            make_args=lambda case: (case["cfg"], {}), forward=lambda m, case, x: m(x["x"], case.get("mask"))[0],
+            mistakes=("post_ln_instead_of_pre",))
 
 ModuleCheck("GPT", cases=_gpt_cases, outputs=("logits",), variants=gpt_variants,
             make_args=lambda case: ((11,), {**GPT_CFG, "tie_weights": case["tie"]}),
-            forward=lambda m, case, x: m(case["idx"]))
+            forward=lambda m, case, x: m(case["idx"]),
+            mistakes=("causal_missing", "gpt_no_final_norm"))
 
 FunctionCheck("make_sliding_window_mask", outputs=("mask",), variants=sliding_window_variants,
               cases=lambda: [Case(f"T={T}, window={w}", {}, {"T": T, "window": w})
                              for T, w in ((6, 3), (5, 1), (7, 2), (4, 9))],
-              call=lambda f, case, _: f(case["T"], case["window"]))
+              call=lambda f, case, _: f(case["T"], case["window"]),
+              mistakes=("window_not_causal", "window_off_by_one"))
 
 FunctionCheck("attention_flops_and_memory", outputs=("flops", "attn_bytes"), variants=attention_cost_variants,
               cases=lambda: _named_cases(_FLOPS_KEYS, ((128, 64, 4, None, 1, 4), (1024, 512, 8, 2, 2, 2),
                                                        (4096, 4096, 32, 8, 1, 2), (16, 32, 4, 1, 3, 8))),
               call=lambda f, case, _: f(*(case[k] for k in _FLOPS_KEYS[:3]), num_kv_heads=case["num_kv_heads"],
-                                        batch=case["batch"], bytes_per_element=case["bytes_per_element"]))
+                                        batch=case["batch"], bytes_per_element=case["bytes_per_element"]),
+              mistakes=("attn_memory_one_head", "flops_macs_not_doubled", "flops_kv_heads_ignored",
+                        "flops_missing_projections"))
 
 FunctionCheck("kv_cache_bytes", outputs=("bytes",), variants=kv_cache_bytes_variants,
               cases=lambda: _named_cases(_KV_KEYS, ((32, 8, 128, 1, 1, 2), (32, 32, 128, 4096, 1, 2),
                                                     (2, 1, 16, 10, 3, 4))),
               call=lambda f, case, _: f(*(case[k] for k in _KV_KEYS[:3]), seq_len=case["seq_len"], batch=case["batch"],
-                                        bytes_per_element=case["bytes_per_element"]))
+                                        bytes_per_element=case["bytes_per_element"]),
+              mistakes=("kv_cache_one_layer", "kv_cache_only_k"))

@@ -44,7 +44,9 @@ def _pad_mask_cases():
 
 
 FunctionCheck("make_pad_mask", cases=_pad_mask_cases, outputs=("mask",), variants=pad_mask_variants,
-              call=lambda f, case, _: f(case["tokens"].clone(), case["pad_id"]))
+              call=lambda f, case, _: f(case["tokens"].clone(), case["pad_id"]),
+              mistakes=("pad_mask_inverted", "pad_mask_queries"))
 
 FunctionCheck("make_subsequent_mask", cases=lambda: [Case(f"T={T}", {}, {"T": T}) for T in (4, 1, 7)],
-              outputs=("mask",), call=lambda f, case, _: f(case["T"]), variants=subsequent_mask_variants)
+              outputs=("mask",), call=lambda f, case, _: f(case["T"]), variants=subsequent_mask_variants,
+              mistakes=("causal_diagonal_hidden", "causal_next_visible", "causal_inverted"))

@@ -120,4 +120,6 @@ def _mha_probe(ref, g):
 ModuleCheck("MultiHeadAttention", cases=_mha_cases, outputs=("out", "attn"), grads=("x_q", "x_kv"),
             make_args=lambda case: ((case["d_model"], case["H"]), {}),
             forward=lambda m, case, x: m(x["x_q"], x.get("x_kv", x["x_q"]), case.get("mask")),
-            variants=mha_variants, probe=_mha_probe)
+            variants=mha_variants, probe=_mha_probe,
+            mistakes=("no_scale", "scale_by_d_model", "split_heads_no_transpose", "merge_heads_no_transpose",
+                      "view_without_contiguous", "missing_w_o", "kv_swapped"))

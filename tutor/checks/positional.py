@@ -117,16 +117,19 @@ def _apply_rope_cases():
 FunctionCheck("sinusoidal_positional_encoding", outputs=("pe",), variants=pe_table_variants,
               cases=lambda: [Case(f"max_len={m}, d_model={d}", {}, {"max_len": m, "d_model": d})
                              for m, d in ((10, 16), (50, 8), (7, 5), (1, 4))],
-              call=lambda f, case, _: f(case["max_len"], case["d_model"]))
+              call=lambda f, case, _: f(case["max_len"], case["d_model"]),
+              mistakes=("pe_sin_cos_swapped", "pe_freq_factor_2", "pe_sin_cos_halves"))
 
 ModuleCheck("PositionalEncoding", outputs=("pe", "out"), load=False, forward=_pe_forward, variants=pe_module_variants,
             cases=lambda: _positions_cases(3, ((16, 20, 2, 7), (5, 9, 1, 9), (8, 30, 3, 1))),
             make_args=lambda case: ((case["d_model"],), {"max_len": case["max_len"]}),
-            probe=lambda ref, g: [Case("x", {"x": randn(g, 2, 5, ref.pe.size(-1))}, {"max_len": ref.pe.size(1)})])
+            probe=lambda ref, g: [Case("x", {"x": randn(g, 2, 5, ref.pe.size(-1))}, {"max_len": ref.pe.size(1)})],
+            mistakes=("pe_not_sliced", "pe_sin_cos_swapped"))
 
 ModuleCheck("LearnedPositionalEmbedding", outputs=("out",), grads=("x",), forward=lambda m, case, x: m(x["x"]),
             cases=lambda: _positions_cases(12, ((16, 20, 2, 7), (5, 9, 1, 9))),
             make_args=lambda case: ((case["d_model"],), {"max_len": case["max_len"]}))
 
 FunctionCheck("apply_rope", cases=_apply_rope_cases, outputs=("out",), grads=("x",),
-              call=lambda f, case, x: f(x["x"]), variants=rope_variants)
+              call=lambda f, case, x: f(x["x"]), variants=rope_variants,
+              mistakes=("rope_half_split", "rope_rotation_inverted"))

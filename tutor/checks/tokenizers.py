@@ -124,7 +124,9 @@ def _encode_cases():
 
 
 FunctionCheck("learn_bpe", cases=_learn_cases, outputs=("merges",), variants=learn_variants,
-              call=lambda f, case, _: _merges_text(f(dict(case["word_freqs"]), case["num_merges"])))
+              call=lambda f, case, _: _merges_text(f(dict(case["word_freqs"]), case["num_merges"])),
+              mistakes=("bpe_across_word_boundaries", "bpe_pairs_not_weighted"))
 
 FunctionCheck("bpe_encode", cases=_encode_cases, outputs=("tokens",), variants=encode_variants,
-              call=lambda f, case, _: _tokens_text(f, case["words"], case["merges"]))
+              call=lambda f, case, _: _tokens_text(f, case["words"], case["merges"]),
+              mistakes=("bpe_merges_out_of_order", "bpe_no_end_of_word"))

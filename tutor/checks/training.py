@@ -232,10 +232,15 @@ def _adamw_cases():
 # ---------------------------------------------------------------- the checks
 
 FunctionCheck("warmup_cosine_lr", cases=_lr_cases, outputs=("lrs",), variants=lr_variants,
-              call=lambda f, case, _: _lr_values(f, case))
+              call=lambda f, case, _: _lr_values(f, case),
+              mistakes=("lr_warmup_off_by_one", "lr_cosine_ignores_min_lr", "lr_cosine_from_step_zero"))
 
 FunctionCheck("clip_grad_norm", cases=_clip_cases, outputs=("grads", "norm"), variants=clip_variants,
-              call=_clip_call)
+              call=_clip_call,
+              mistakes=("clip_per_parameter", "clip_always_rescales", "clip_returns_clipped_norm",
+                        "clip_generator_consumed", "clip_no_sqrt"))
 
 FunctionCheck("AdamW", cases=_adamw_cases, outputs=("params after step 1", "params after the last step"),
-              variants=adamw_variants, call=_adamw_call)
+              variants=adamw_variants, call=_adamw_call,
+              mistakes=("adamw_l2_in_gradient", "adamw_no_bias_correction", "adamw_decay_without_lr",
+                        "adamw_eps_inside_sqrt"))

@@ -287,13 +287,18 @@ ModuleCheck("Transformer", cases=_transformer_cases, outputs=("logits",), varian
             parts=lambda ref: [("pos_enc", "PositionalEncoding")]
             + [(f"encoder_layers.{i}", "EncoderLayer") for i in range(len(ref.encoder_layers))]
             + [(f"decoder_layers.{i}", "DecoderLayer") for i in range(len(ref.decoder_layers))],
-            wiring=lambda m, case: {"logits": transformer_forward(m, case["src"], case["tgt_in"])})
+            wiring=lambda m, case: {"logits": transformer_forward(m, case["src"], case["tgt_in"])},
+            mistakes=("embed_not_scaled", "src_mask_missing", "memory_mask_missing", "causal_missing",
+                      "causal_next_visible"))
 
 FunctionCheck("greedy_decode", cases=lambda: _greedy_check_cases(_UNTRAINED[:1]), outputs=("tokens",), call=_decode,
-              ref_for=lambda case: case["model"], variants=greedy_variants)
+              ref_for=lambda case: case["model"], variants=greedy_variants,
+              mistakes=("greedy_no_eos_stop", "greedy_no_pad_after_eos", "greedy_no_bos", "greedy_first_position"))
 
 # token for token the reference's plain greedy decoding: the early-stopping cases (rows that end at
 # different steps) and untrained models of three sizes that decode to the limit
 FunctionCheck("greedy_decode_cached", cases=lambda: _greedy_check_cases(_UNTRAINED), outputs=("tokens",), call=_decode,
               reference="greedy_decode", ref_for=lambda case: case["model"], variants=greedy_cached_variants,
-              cost=Cost(watched=_decoder_projections, problems=_cache_problems))
+              cost=Cost(watched=_decoder_projections, problems=_cache_problems),
+              mistakes=("kv_cache_pe_position_zero", "greedy_no_pad_after_eos", "memory_mask_missing",
+                        "kv_cache_recomputes", "cross_kv_recomputed"))

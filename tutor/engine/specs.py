@@ -117,13 +117,17 @@ def _register(check):
 @dataclass
 class Check:
     """What every check declares. ``variants(reference, case) -> [Variant]``: the known wrong outputs;
-    ``rule(case, expected, got) -> id or None``: what a failing case no variant reproduces shows."""
+    ``rule(case, expected, got) -> id or None``: what a failing case no variant reproduces shows;
+    ``mistakes``: the classic mistakes it names, each explained by a ``define_mistakes`` table and
+    proven by a wrong implementation in ``catalogue/wrong_*.py`` (tests/test_registry.py holds both
+    ways); the drill bank reveals them and docs/CONTRACT.md lists them."""
     name: str
     cases: Callable = None       # () -> [Case], built when the check runs
     outputs: tuple = ()          # names of the returned values, in order
     grads: tuple = ()            # input names whose gradients (of the first output) are compared
     variants: Callable = None
     rule: Callable = None
+    mistakes: tuple = ()         # mistake ids, in the order a reveal lists them
 
     def __post_init__(self):
         _register(self)
