@@ -47,18 +47,25 @@ def _stub(reference):
     return stub
 
 
+def _labelled(where, cases):
+    """(label, check, object) of each case: the file, the object's name and its check, numbered only
+    when that repeats (so a new entry does not renumber the rows after it)."""
+    seen = {}
+    for case in cases:
+        label = f"{where} {_name(case[1])} {case[0]}"
+        seen[label] = seen.get(label, 0) + 1
+        yield (label if seen[label] == 1 else f"{label} #{seen[label]}"), case[0], case[1]
+
+
 def catalogue_entries():
     """[(entry label, check name, object)] of every catalogue module, the reference and the stubs."""
     entries = []
     for kind in ("wrong", "right"):
         for path in sorted((HERE.parent / "catalogue").glob(f"{kind}_*.py")):
-            module = __import__(f"catalogue.{path.stem}", fromlist=["CASES"])
-            for i, case in enumerate(module.CASES):
-                entries.append((f"{path.stem}#{i:03d} {_name(case[1])}", case[0], case[1]))
+            entries += _labelled(path.stem, __import__(f"catalogue.{path.stem}", fromlist=["CASES"]).CASES)
     for label, cases in (("realworld", realworld.CASES), ("realworld_llm", realworld_llm.CASES),
                          ("realworld_llm.RIGHT", realworld_llm.RIGHT)):
-        for i, case in enumerate(cases):
-            entries.append((f"{label}#{i:03d} {_name(case[1])}", case[0], case[1]))
+        entries += _labelled(label, cases)
     reference = load()
     for check in CHECKS:
         entries.append((f"reference {check}", check, reference[check]))

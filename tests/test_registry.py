@@ -283,7 +283,9 @@ def test_provided_earlier_lists_what_the_lesson_uses():
 
 def test_contract_doc_is_generated_from_the_registry():
     doc = (Path(build.ROOT) / "docs" / "CONTRACT.md").read_text(encoding="utf-8")
-    assert doc == build.contract_doc(), "docs/CONTRACT.md differs from the registry: run `make build`"
+    assert doc == build.contract_doc(), ("docs/CONTRACT.md differs from the registry and the checks' mistakes=: "
+                                         "run `make build` (or, for this file alone, tools/build.py --no-execute "
+                                         "--only 10_drills)")
     assert all(re.search(rf"`{c.name}`", doc) for c in contract.COMPONENTS)
 
 
