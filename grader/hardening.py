@@ -17,6 +17,7 @@ Their settings are traitlets with help strings (``nbgrader autograde --help-all`
 speed-ups of nbgrader's own work per notebook (the cell-metadata validator built once, one
 database engine per process).
 """
+import functools
 import json
 import os
 
@@ -70,11 +71,18 @@ def _shared_engine_init(self, db_url, course_id="default_course", authenticator=
 
     nbgrader opens a ``Gradebook`` about 11 times a notebook; each built an engine, inspected the
     tables and ran ``create_all`` (13 ms each on SQLite, 0.14 s a notebook). The first one per URL
-    still does all of that; the others only open a session on its engine and check the course."""
+    still does all of that; the others only open a session on its engine and check the course.
+    The shared engine tests a pooled connection before reusing it (``pool_pre_ping``), so a
+    long-lived process (JupyterLab's formgrader) outlives a restart of the PostgreSQL server."""
     key = (db_url, os.getcwd())  # a relative SQLite path names another file in another folder
     engine = _ENGINES.get(key)
     if engine is None:
-        _gradebook_init(self, db_url, course_id, authenticator)
+        plain = api.create_engine
+        api.create_engine = functools.partial(plain, pool_pre_ping=True)  # what nbgrader's __init__ calls
+        try:
+            _gradebook_init(self, db_url, course_id, authenticator)
+        finally:
+            api.create_engine = plain
         _ENGINES[key] = self.engine
         return
     self.engine = engine

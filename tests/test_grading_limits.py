@@ -202,6 +202,7 @@ def test_gradebooks_share_one_engine_per_database_and_folder(tmp_path, monkeypat
                 engines.append(gb.engine)
                 students = sorted(s.id for s in gb.students)
         assert engines[0] is engines[1] and engines[2] is not engines[0]
+        assert engines[0].pool._pre_ping  # a connection the server dropped is replaced, not reused
         assert students == ["s2"]  # folder b's own database
         monkeypatch.chdir(tmp_path / "a")
         with Gradebook("sqlite:///gradebook.db", course_id="c") as gb:
