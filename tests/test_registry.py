@@ -44,6 +44,9 @@ class CheckFacts:
     variants: bool    # whether it computes wrong outputs (variants=)
 
 
+UNDECLARED = CheckFacts((), False)  # a check the evidence does not have
+
+
 def _public_names(path):
     names = []
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
@@ -119,7 +122,7 @@ def checklist(components, ev):
                 todo.append(f"{where}: add a right alternative for check {check!r} to catalogue/right_*.py "
                             "(or, for a graded exercise, an idiom to catalogue/idioms.py)")
         for check in c.checks:
-            facts = ev.checks.get(check, CheckFacts((), False))
+            facts = ev.checks.get(check, UNDECLARED)
             if facts.mistakes and not facts.variants:
                 todo.append(f"{where}: compute its mistakes' wrong outputs in tutor/checks/{c.module}.py "
                             f"(variants= of check {check!r}: (reference, case) -> [Variant])")
@@ -131,7 +134,7 @@ def checklist(components, ev):
                     todo.append(f"{where}: add a wrong implementation its check {check!r} names {mid!r} "
                                 "to catalogue/wrong_*.py")
     for check in sorted({k for c in components for k in c.checks}):
-        listed = ev.checks.get(check, CheckFacts((), False)).mistakes
+        listed = ev.checks.get(check, UNDECLARED).mistakes
         todo += [f"check {check!r}: the wrong catalogue proves it names {mid!r}; add it to its mistakes= "
                  f"in tutor/checks/{_module_of(components, check)}.py"
                  for mid in sorted({m for k, m in ev.wrong if k == check and m} - set(listed))]
@@ -155,7 +158,7 @@ def checklist(components, ev):
              for lesson in sorted(ev.mutations) if not ev.lessons.get(lesson, {}).get("graded")]
     for lesson, (exercise, mid) in sorted(ev.mutation_mistakes.items()):
         component = by_name.get(exercise)
-        named = {m for k in component.checks for m in ev.checks.get(k, CheckFacts((), False)).mistakes} \
+        named = {m for k in component.checks for m in ev.checks.get(k, UNDECLARED).mistakes} \
             if component else set()
         if component is not None and component.checks and mid not in named:
             todo.append(f"MUTATIONS[{lesson!r}] in tools/simulate_class.py makes {mid!r}: add it to the mistakes= "
