@@ -108,6 +108,12 @@ class ResilientExecute(Execute):
                    "and ipykernel once (grader/forkserver.py; Linux only): saves about 2 s a notebook. "
                    "Each kernel is still a fresh process; the server runs no course or learner code.",
     ).tag(config=True)
+    sandbox = Bool(
+        True, help="Run each grading kernel in a sandbox (grader/sandbox.py; Linux): it reads only the code its "
+                   "checks import and a scratch copy of its notebook's folder, writes only that copy, has no "
+                   "network, and leaves no process behind. Grading refuses to start where the sandbox cannot be "
+                   "made (it says why) unless this is False.",
+    ).tag(config=True)
     shutdown_kernel = Enum(
         ["graceful", "immediate"], default_value="immediate",
         help="How a notebook's kernel ends once its last cell has run: 'immediate' (kill it; nothing is "
@@ -128,7 +134,7 @@ class ResilientExecute(Execute):
         km = super().create_kernel_manager()
         if isinstance(km, LimitedKernelManager):
             km.memory_limit_mb, km.cpu_limit_s = self.memory_limit_mb, self.cpu_limit_s
-            km.fork_kernels = self.fork_kernels
+            km.fork_kernels, km.sandbox = self.fork_kernels, self.sandbox
         return km
 
     def preprocess(self, nb, resources=None, km=None):

@@ -14,7 +14,9 @@ The pieces, all Linux (elsewhere the launcher starts the kernel the ordinary way
 - The launcher (``grader.launcher``, the process jupyter_client starts and signals) sends the
   kernel's command, environment, working directory, limits and its own stdin/stdout/stderr to the
   server, then stands in for the kernel: it forwards SIGINT/SIGTERM to it and exits when it exits.
-- The forked child applies the limits, becomes the kernel (``ipykernel``'s app with the command's
+- The forked child enters the kernel's sandbox (``grader/sandbox.py``: the kernel is the first
+  process of new namespaces, and the child stays outside to relay signals), applies the limits,
+  becomes the kernel (``ipykernel``'s app with the command's
   arguments) and exits when the launcher is gone (killed by jupyter_client, or with its worker).
 """
 import gc
@@ -85,9 +87,18 @@ def _become_kernel(request, fds):
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
-    os.chdir(request["cwd"])
+    if request.get("sandbox"):  # this process stays outside and exits with the launcher; the kernel goes on inside
+        from grader import sandbox
+
+        try:
+            sandbox.enter(request["cwd"], request["sandbox"], launcher=request["launcher"])
+        except OSError as exc:
+            print(f"grader.sandbox: {exc}", file=sys.stderr, flush=True)
+            os._exit(1)
+    else:
+        os.chdir(request["cwd"])
+        threading.Thread(target=_exit_with, args=(request["launcher"],), daemon=True).start()
     set_limits(request["memory_mb"], request["cpu_s"])
-    threading.Thread(target=_exit_with, args=(request["launcher"],), daemon=True).start()
     argv = request["argv"]
     start = argv.index("ipykernel_launcher") + 1 if "ipykernel_launcher" in argv else 1
     # parent_handle's default was read from JPY_PARENT_PID when the server imported ipykernel: give it
@@ -144,9 +155,10 @@ class Server:
                 return
 
 
-def launch(path, argv, memory_mb, cpu_s):
-    """In the launcher: have the server at ``path`` fork the kernel ``argv``; stand in for it until
-    it exits. Returns False (nothing started) when no server answers."""
+def launch(path, argv, memory_mb, cpu_s, sandbox=None):
+    """In the launcher: have the server at ``path`` fork the kernel ``argv`` (in a sandbox whose
+    private folder is ``sandbox``, when given: ``grader/sandbox.py``); stand in for it until it
+    exits. Returns False (nothing started) when no server answers."""
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
@@ -154,7 +166,7 @@ def launch(path, argv, memory_mb, cpu_s):
         return False
     with sock:
         request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "memory_mb": memory_mb,
-                   "cpu_s": cpu_s, "launcher": os.getpid()}
+                   "cpu_s": cpu_s, "launcher": os.getpid(), "sandbox": sandbox}
         _send(sock, request, fds=(0, 1, 2))
         pid = _receive(sock)[0]["pid"]
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -1,11 +1,12 @@
 """The grading kernel's launcher.
 
-    python -m grader.launcher --memory-mb N --cpu-s N [--forkserver S] -- <kernel command>
+    python -m grader.launcher --memory-mb N --cpu-s N [--forkserver S] [--sandbox DIR] -- <kernel command>
 
 jupyter_client starts this process for every grading kernel (``grader.limits.launcher_command``)
 and signals it as it would the kernel. It dies with the grader that started it, then either has
-the fork server at ``S`` fork the kernel (``grader/forkserver.py``: the limits are applied in the
-forked child) and stands in for it, or sets the limits on itself and becomes the kernel (``os.execv``).
+the fork server at ``S`` fork the kernel (``grader/forkserver.py``: the sandbox and the limits are
+applied in the forked child) and stands in for it, or enters the sandbox itself (``grader/sandbox.py``,
+whose private folder is ``DIR``), sets the limits and becomes the kernel (``os.execv``).
 
 It imports nothing beyond the standard library and ``grader.forkserver``: it is on every notebook's
 critical path, and importing jupyter_client here cost 0.25 s a notebook.
@@ -49,14 +50,19 @@ def main(argv=None):
     parser.add_argument("--memory-mb", type=int, default=0)
     parser.add_argument("--cpu-s", type=int, default=0)
     parser.add_argument("--forkserver", help="a fork server's socket: fork the kernel there")
+    parser.add_argument("--sandbox", help="the kernel's private folder: run it in a sandbox (grader/sandbox.py)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the kernel command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command after --")
     die_with_parent()  # with the grader that started this kernel, as ipykernel's own parent poller would
-    if args.forkserver and forkserver.launch(args.forkserver, command, args.memory_mb, args.cpu_s):
+    if args.forkserver and forkserver.launch(args.forkserver, command, args.memory_mb, args.cpu_s, args.sandbox):
         return
+    if args.sandbox:  # this process relays signals from outside; the kernel is exec'd inside
+        from grader import sandbox
+
+        sandbox.enter(os.getcwd(), args.sandbox)
     set_limits(args.memory_mb, args.cpu_s)
     os.execv(command[0], command)
 

@@ -25,9 +25,11 @@ The manager also starts and ends kernels without jupyter_client's fixed waits, a
 0.55 s an empty notebook took: ``ReadyClient`` is ready once the kernel has answered on both its
 channels (no 0.2 s drain of IOPub afterwards), and a killed kernel's exit is polled every 5 ms.
 """
+import functools
 import gc
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -45,12 +47,14 @@ MEMORY_ERRORS = re.compile(r"MemoryError|can't allocate memory|Unable to allocat
 FORKSERVER_ENV = "GRADER_FORKSERVER"  # a running fork server's socket (a cluster worker keeps one)
 
 
-def launcher_command(kernel_cmd, memory_mb, cpu_seconds, server=None):
+def launcher_command(kernel_cmd, memory_mb, cpu_seconds, server=None, sandbox=None):
     """``kernel_cmd`` run through the launcher with these limits (0 = no limit), forked by the fork
-    server at ``server`` when given; the kernel loads the extension that frees a failed cell's memory."""
+    server at ``server`` when given, in a sandbox whose private folder is ``sandbox`` when given;
+    the kernel loads the extension that frees a failed cell's memory."""
     fork = ["--forkserver", server] if server else []
+    fence = ["--sandbox", sandbox] if sandbox else []
     return [sys.executable, "-m", "grader.launcher", "--memory-mb", str(memory_mb), "--cpu-s", str(cpu_seconds),
-            *fork, "--", *kernel_cmd, f"--IPKernelApp.extensions={EXTENSION}"]
+            *fork, *fence, "--", *kernel_cmd, f"--IPKernelApp.extensions={EXTENSION}"]
 
 
 def forkserver_for_this_process():
@@ -61,6 +65,22 @@ def forkserver_for_this_process():
     if not os.environ.get(FORKSERVER_ENV):
         os.environ[FORKSERVER_ENV] = forkserver.start_server(tempfile.mkdtemp(prefix="grader-fork-"))
     return os.environ[FORKSERVER_ENV]
+
+
+NO_SANDBOX = ("评分内核无法放进沙箱，拒绝评分 / grading refused: a grading kernel cannot be sandboxed here ({why}). "
+              "Allow unprivileged user namespaces (Debian: sysctl kernel.unprivileged_userns_clone=1; Ubuntu 24.04: "
+              "kernel.apparmor_restrict_unprivileged_userns=0), or grade without the sandbox, knowingly: "
+              "c.ResilientExecute.sandbox = False in nbgrader_config.py (docs/INSTRUCTOR.md, section 5)")
+
+
+@functools.cache
+def sandbox_refusal():
+    """None where this process can sandbox its kernels (``grader.sandbox.probe``), else the one line
+    that refuses to grade."""
+    from grader import sandbox
+
+    why = sandbox.probe()
+    return NO_SANDBOX.format(why=why) if why else None
 
 
 class ReadyClient(AsyncKernelClient):
@@ -101,13 +121,35 @@ class LimitedKernelManager(AsyncKernelManager):
     memory_limit_mb = Integer(0, help="Address-space cap of each kernel in MiB (0: none).").tag(config=True)
     cpu_limit_s = Integer(0, help="CPU-time cap of each kernel in seconds (0: none).").tag(config=True)
     fork_kernels = Bool(False, help="Fork each kernel from a warm fork server (grader/forkserver.py).").tag(config=True)
+    sandbox = Bool(False, help="Run each kernel in a sandbox (grader/sandbox.py).").tag(config=True)
+
+    _private = None  # the sandboxed kernel's own folder: its connection file and unix sockets
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self.sandbox and self._private is None:
+            refused = sandbox_refusal()
+            if refused:
+                raise RuntimeError(refused)
+            # No network in the sandbox: the kernel's channels are unix sockets in a folder only this
+            # kernel sees (not the runtime folder, which holds every other kernel's connection file).
+            self._private = tempfile.mkdtemp(prefix="grader-kernel-")
+            self.transport = "ipc"
+            self.connection_file = os.path.join(self._private, "kernel.json")
+            self.ip = os.path.join(self._private, "kernel-ipc")
+        return await super()._async_pre_start_kernel(**kw)
 
     def format_kernel_cmd(self, extra_arguments=None):
         cmd = super().format_kernel_cmd(extra_arguments)
         server = forkserver_for_this_process() if self.fork_kernels else None
-        if not (self.memory_limit_mb or self.cpu_limit_s or server):
+        if not (self.memory_limit_mb or self.cpu_limit_s or server or self._private):
             return cmd
-        return launcher_command(cmd, self.memory_limit_mb, self.cpu_limit_s, server)
+        return launcher_command(cmd, self.memory_limit_mb, self.cpu_limit_s, server, self._private)
+
+    async def _async_cleanup_resources(self, restart=False):
+        await super()._async_cleanup_resources(restart=restart)
+        if self._private is not None and not restart:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
 
     async def _async_wait(self, pollinterval=0.1):
         await super()._async_wait(pollinterval=min(pollinterval, 0.005))  # a killed kernel is gone in ms
