@@ -48,13 +48,17 @@ FORBIDDEN_CALLS = {
     "sys._getframe", "sys.settrace", "sys.setprofile", "sys.addaudithook", "threading.settrace",
     "threading.setprofile", "inspect.currentframe", "inspect.stack", "inspect.trace",
     "inspect.getouterframes", "inspect.getinnerframes", "gc.get_objects", "gc.get_referrers",
-    "gc.get_referents", "importlib.reload", "resource.setrlimit", "resource.prlimit",
+    "gc.get_referents", "importlib.reload", "resource.setrlimit", "resource.prlimit", "os.open", "os.forkpty",
 }
-FORBIDDEN_CALL_TREES = ("ctypes", "subprocess", "os.system", "os.popen", "os.remove", "os.unlink",
+# Modules and functions whose every attribute counts (``ctypes.CDLL``, ``sqlite3.connect``) ...
+FORBIDDEN_CALL_TREES = ("ctypes", "subprocess", "sqlite3", "pty", "os.system", "os.popen", "os.remove", "os.unlink",
                         "os.rename", "os.replace", "os.rmdir", "os.removedirs", "os.mkdir", "os.makedirs",
-                        "os.chmod", "os.link", "os.symlink", "os.truncate", "os.putenv", "os.exec", "os.spawn",
-                        "os.fork", "shutil.copy", "shutil.move", "shutil.rmtree", "shutil.copytree")
-FILE_WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "touch", "symlink_to", "hardlink_to"}
+                        "os.chmod", "os.link", "os.symlink", "os.truncate", "os.putenv", "os.fork", "shutil.move",
+                        "shutil.rmtree")
+# ... and families named by how they begin: os.execv/execl/execvp..., os.spawnlp..., os.posix_spawn(p),
+# shutil.copy/copyfile/copy2/copytree/copymode...
+FORBIDDEN_CALL_PREFIXES = ("os.exec", "os.spawn", "os.posix_spawn", "shutil.copy")
+FILE_WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "touch", "symlink_to", "hardlink_to", "chmod"}
 OPENERS = {"open", "io.open", "codecs.open"}
 NAMESPACE_MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
 # Magics that only time or display: their code (for cell magics) is audited like any cell.
@@ -316,7 +320,8 @@ class _Auditor(ast.NodeVisitor):
             self.visit(keyword.value)
 
     def _call(self, node, func, path, name):
-        if path is not None and (path in FORBIDDEN_CALLS or _under(path, FORBIDDEN_CALL_TREES)):
+        if path is not None and (path in FORBIDDEN_CALLS or _under(path, FORBIDDEN_CALL_TREES)
+                                 or path.startswith(FORBIDDEN_CALL_PREFIXES)):
             self.flag(node, f"调用了 {path}", f"calls {path}")
         if name in ("setattr", "delattr") or (isinstance(func, ast.Attribute)
                                                and func.attr in ("__setattr__", "__delattr__")):
@@ -342,7 +347,9 @@ class _Auditor(ast.NodeVisitor):
             else:
                 self.flag(node, "用 type() 创建了基类未知的类", "creates a class with type() from unknown bases",
                           local=True)
-        if (name in OPENERS or path in OPENERS) and self._writes(node):
+        opener = name in OPENERS or path in OPENERS
+        method_open = not opener and isinstance(func, ast.Attribute) and func.attr == "open"  # Path(...).open("w")
+        if (opener or method_open) and self._writes(node, position=0 if method_open else 1):
             self.flag(node, "以写入方式打开了文件", "opens a file for writing")
         if isinstance(func, ast.Attribute):
             if func.attr in FILE_WRITE_METHODS:
@@ -353,8 +360,11 @@ class _Auditor(ast.NodeVisitor):
                 self.flag(node, f"修改了 {receiver}", f"modifies {receiver}")
 
     @staticmethod
-    def _writes(node):
-        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+    def _writes(node, position=1):
+        """True when the open call ``node`` may write: its mode (argument ``position`` or ``mode=``) is
+        computed or has w, a, x or +."""
+        mode = (node.args[position] if len(node.args) > position
+                else next((k.value for k in node.keywords if k.arg == "mode"), None))
         if mode is None:
             return False
         value = _constant(mode)

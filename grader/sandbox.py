@@ -114,11 +114,25 @@ def readable_paths():
     return found
 
 
+def _scratch_copy(workdir, target):
+    """The notebook's folder copied into its scratch tmpfs (hidden entries left out). Nothing when
+    the folder holds the course itself (a maintainer's run from the repository root): the course
+    is exactly what a kernel must not see."""
+    if COURSE == Path(workdir) or Path(workdir) in COURSE.parents:
+        return
+    shutil.copytree(workdir, target, dirs_exist_ok=True, symlinks=True,
+                    ignore=lambda folder, names: [n for n in names if n.startswith(".")])
+
+
 def _build_root(root, workdir, private):
     """Mount the kernel's file system under ``root`` (see the module docstring)."""
     _mount(None, "/", flags=MS_REC | MS_PRIVATE)
     os.makedirs(root, exist_ok=True)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    for folder, options in (("/tmp", f"size={SCRATCH_SIZE},mode=1777"), (workdir, f"size={SCRATCH_SIZE},mode=0755")):
+        os.makedirs(root + folder, exist_ok=True)
+        _mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    _scratch_copy(workdir, root + workdir)
     for path in readable_paths():
         target = root + path
         if os.path.islink(path):  # /bin -> usr/bin on a merged-/usr system
@@ -136,11 +150,8 @@ def _build_root(root, workdir, private):
         if os.path.exists(f"/dev/{name}"):
             Path(f"{root}/dev/{name}").touch()
             _mount(f"/dev/{name}", f"{root}/dev/{name}", flags=MS_BIND)
-    for folder, options in (("/dev/shm", "size=64m,mode=1777"), ("/tmp", f"size={SCRATCH_SIZE},mode=1777"),
-                            (workdir, f"size={SCRATCH_SIZE},mode=0755")):
-        os.makedirs(root + folder, exist_ok=True)
-        _mount("tmpfs", root + folder, "tmpfs", MS_NOSUID | MS_NODEV, options)
-    shutil.copytree(workdir, root + workdir, dirs_exist_ok=True, symlinks=True)  # the scratch copy
+    os.makedirs(root + "/dev/shm", exist_ok=True)
+    _mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
     os.makedirs(root + private, exist_ok=True)
     _mount(private, root + private, flags=MS_BIND)
     os.makedirs(root + "/proc", exist_ok=True)

@@ -40,6 +40,8 @@ ORDINARY = {
     "cell_timing_magic": "%%time\ny = 2\n",
     "exec_of_plain_code": "exec('y = 3')",
     "read_a_file": "import os\np = os.path.join('a', 'b')\nwith open('data.txt') as f:\n    text = f.read()",
+    "path_open_for_reading": "from pathlib import Path\nwith Path('data.txt').open() as f:\n    lines = f.read()",
+    "string_methods_named_like_files": "s = 'a b'.replace(' ', '')\nparts = 'x.y'.split('.')\nw = s.copy() if 0 else s",
     "rebound_name": "F = object()\nF.x = 1",
     "helper_class_vars_repr": ("class Stats:\n    def __call__(self, x):\n        return x.mean(-1, keepdim=True)\n"
                                "    def __repr__(self):\n        return repr(vars(self))"),
@@ -98,6 +100,20 @@ HOSTILE = {
     "class_swap": ('x = torch.ones(2)\nx.__class__ = object', "later"),
     "function_defaults": ('from torch import allclose\nallclose.__defaults__ = (1.0,)', "later"),
     "append_mode": ("open('x', mode='a')", "later"),
+    # every route of writing files or running programs, each spelled as real code spells it
+    "os_execv": ("import os\nos.execv('/bin/sh', ['sh'])", "later"),
+    "os_execl": ("import os\nos.execl('/bin/sh', 'sh')", "later"),
+    "os_execvp_from": ("from os import execvp\nexecvp('sh', ['sh'])", "later"),
+    "os_spawnlp": ("import os\nos.spawnlp(os.P_NOWAIT, 'sleep', 'sleep', '9')", "later"),
+    "os_posix_spawn": ("import os\nos.posix_spawn('/bin/sleep', ['sleep', '9'], os.environ, setsid=True)", "later"),
+    "os_open": ("import os\nfd = os.open('x.py', os.O_WRONLY | os.O_CREAT)", "later"),
+    "path_open_write": ("import pathlib\npathlib.Path('nbgrader_config.py').open('a').write('x')", "later"),
+    "path_open_mode_keyword": ("from pathlib import Path\nPath('x').open(mode='w')", "later"),
+    "shutil_copyfile": ("import shutil\nshutil.copyfile('a', 'b')", "later"),
+    "shutil_copy2": ("from shutil import copy2\ncopy2('a', 'b')", "later"),
+    "sqlite3_connect": ("import sqlite3\nsqlite3.connect('gradebook.db')", "later"),
+    "pty_spawn": ("import pty\npty.spawn('sh')", "later"),
+    "ctypes_libc": ("import ctypes\nctypes.CDLL(None).system(b'id')", "later"),
 }
 
 
