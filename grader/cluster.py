@@ -19,6 +19,11 @@ task), and its kernels from a warm fork server (``grader/forkserver.py``). The g
 (``source/``, ``submitted/``, ``autograded/``) is shared storage. Each worker has a working
 directory of its own (``--local-directory``) for its scratch files and kernel connection files.
 
+On a shared machine nobody else may submit a task (it would run as the instructor): the processes
+talk mutual TLS (``distributed.security``) with a private CA and one certificate that ``start`` makes
+(``certificates``; the library ``cryptography``), kept with ``scheduler.json`` in ``cluster/``, which is
+0700: another local account can neither read the address nor connect without the certificate.
+
 ``grade`` adds every student to the gradebook before any task starts (two tasks of one student
 would otherwise race to create the student), skips assignments with no graded cell, waits for
 every task, then checks the gradebook: every graded cell of every submission has a score.
@@ -130,7 +135,12 @@ def grade(client, course, db_url, assignments=None, students=None, retries=2, lo
     with Gradebook(db_url, course_id(course)) as gb:
         for student in sorted({s for _, s in pairs}):
             gb.update_or_create_student(student)
-    futures = [client.submit(autograde_one, str(course), a, s, db_url, key=f"autograde-{a}-{s}", retries=retries,
+    # By reference (grader.cluster.autograde_one), never by value: `python -m grader.cluster` runs this
+    # module as __main__, whose functions cloudpickle copies with their globals, so each task would
+    # have started a task server of its own (and kept it until `stop`).
+    from grader.cluster import autograde_one as task
+
+    futures = [client.submit(task, str(course), a, s, db_url, key=f"autograde-{a}-{s}", retries=retries,
                              pure=False) for a, s in pairs]
     codes = {}
     for future in futures:
@@ -151,14 +161,66 @@ def _state(course):
     return course / STATE
 
 
+def certificates(state):
+    """``(ca, cert, key)``: the cluster's files under ``state``/tls/, made on first use: a private CA
+    and one certificate it signed, which the scheduler, the workers and the client all present
+    (mutual TLS: a connection without it is refused). The key is 0600, the folder 0700."""
+    folder = state / "tls"
+    ca, cert, key = folder / "ca.pem", folder / "cluster.pem", folder / "cluster-key.pem"
+    if all(p.exists() for p in (ca, cert, key)):
+        return ca, cert, key
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def issue(subject_key, name, issuer_key, issuer_name, is_ca):
+        now = datetime.datetime.now(datetime.UTC)
+        return (x509.CertificateBuilder().subject_name(name).issuer_name(issuer_name)
+                .public_key(subject_key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=365))
+                .add_extension(x509.BasicConstraints(ca=is_ca, path_length=None), critical=True)
+                .sign(issuer_key, hashes.SHA256()))
+
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "shousi-grader cluster CA")])
+    leaf_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "shousi-grader cluster")])
+    pem = serialization.Encoding.PEM
+    ca.write_bytes(issue(ca_key, ca_name, ca_key, ca_name, True).public_bytes(pem))
+    cert.write_bytes(issue(leaf_key, leaf_name, ca_key, ca_name, False).public_bytes(pem))
+    key.touch(mode=0o600)
+    key.write_bytes(leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return ca, cert, key
+
+
+def security(course):
+    """The ``distributed.Security`` of the cluster ``start`` made in ``course``: mutual TLS, required."""
+    from distributed.security import Security
+
+    ca, cert, key = certificates(_state(course))
+    return Security(tls_ca_file=str(ca), tls_client_cert=str(cert), tls_client_key=str(key), require_encryption=True)
+
+
+def _tls_options(state, role):
+    ca, cert, key = certificates(state)
+    return ["--tls-ca-file", str(ca), "--tls-cert", str(cert), "--tls-key", str(key)] + \
+        (["--protocol", "tls"] if role == "scheduler" else [])
+
+
 def start(course, workers, threads=1, port=0):
     """Start ``dask scheduler`` and ``workers`` ``dask worker`` processes (one grading slot each,
-    each in its own working directory under cluster/); returns the scheduler file's path."""
+    each in its own working directory under cluster/), speaking mutual TLS; returns the scheduler
+    file's path."""
     state = _state(course)
-    state.mkdir(exist_ok=True)
+    state.mkdir(mode=0o700, exist_ok=True)
+    state.chmod(0o700)  # scheduler.json, the certificates, the logs: the instructor's alone
     scheduler_file = state / "scheduler.json"
     scheduler_file.unlink(missing_ok=True)
-    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler", *_tls_options(state, "scheduler")]
     pids = {"scheduler": _spawn(dask + ["--scheduler-file", str(scheduler_file), "--port", str(port),
                                         "--dashboard-address", ":0", "--host", "127.0.0.1"], state / "scheduler.log")}
     for _ in range(600):
@@ -167,6 +229,7 @@ def start(course, workers, threads=1, port=0):
         time.sleep(0.1)
     else:
         raise RuntimeError(f"the scheduler did not start: see {state / 'scheduler.log'}")
+    scheduler_file.chmod(0o600)
     for i in range(workers):
         pids[f"worker-{i}"] = start_worker(course, f"worker-{i}", threads)
     (state / "pids.json").write_text(json.dumps(pids))
@@ -179,7 +242,8 @@ def start_worker(course, name, threads=1):
     folder = state / name
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GRADER_WORKER_DIR=str(folder), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(state / "scheduler.json"),
+    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", *_tls_options(state, "worker"),
+           "--scheduler-file", str(state / "scheduler.json"),
            "--nthreads", str(threads), "--nworkers", "1", "--no-nanny", "--name", name,
            "--local-directory", str(folder), "--dashboard-address", ":0", "--host", "127.0.0.1"]
     return _spawn(cmd, folder / "worker.log", env=env, cwd=folder)
@@ -240,7 +304,8 @@ def client_for(course, workers=None, timeout=120):
     if address:
         client = Client(address, timeout=timeout)
     else:
-        client = Client(scheduler_file=str(_state(course) / "scheduler.json"), timeout=timeout)
+        client = Client(scheduler_file=str(_state(course) / "scheduler.json"), timeout=timeout,
+                        security=security(course))
     if workers:
         client.wait_for_workers(workers, timeout=timeout)
     return client

@@ -12,11 +12,13 @@ Runs in the nbgrader process (``configure(c)`` in ``nbgrader_config.py``), never
   restore is how hidden tests come back, so when a submitted cell is exactly the released text
   the source is put back silently; any other change is still reported and restored by nbgrader.
 """
+import copy
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
+from nbformat.v4 import new_markdown_cell, new_output
 from nbgrader.api import MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades, OverwriteCells
 
@@ -56,6 +58,88 @@ class OfflineMath(Preprocessor):
         if cell.cell_type == "markdown":
             cell.source = tex_to_mathml(cell.source)
         return cell, resources
+
+
+SEALED_NOTE = ("**这份反馈只显示分数和诊断。** 你的代码在评分时打印、画出或写入的内容都不会出现在这里；想看完整的诊断"
+               "（哪个用例、最大误差），在自己的笔记本里运行检查单元。 / **This feedback shows scores and diagnoses "
+               "only.** Nothing your code printed, drew or wrote while being graded appears here; for the full "
+               "diagnosis (which case, the largest error), run the check cells in your own notebook.")
+PASSED = "✅ 通过 / passed"
+FAILED = "❌ 未通过 / did not pass"
+NOT_IMPLEMENTED = "❌ 尚未实现 / not implemented yet"
+TIMED_OUT_SHORT = "❌ 超时，已被中断 / timed out and interrupted"
+OUT_OF_MEMORY_SHORT = "❌ 内存超限 / out of memory"
+DIAGNOSIS_ID = re.compile(r"\[([a-z][a-z0-9_]*)\]")
+
+
+class SealedFeedback(Preprocessor):
+    """``generate_feedback``: nothing the learner's code produced while being graded reaches the page.
+
+    The learner's code ran in the grading kernel beside the reference (the checks import it), so
+    anything it printed, raised, drew or wrote could carry the reference or a hidden test out. The
+    page keeps the submitted cells and the scores; every code cell's outputs are removed, and each
+    graded cell gets lines made here from the course's own constants only:
+
+    - ✅ or ❌ (from the same facts that scored the cell: an error or stderr output);
+    - the kind of failure (not implemented, a timeout, the memory cap, a lost kernel, a forbidden
+      built-in by its name in ``tutor.guard``'s table, the reference handed in), as fixed text;
+    - each known mistake the check named (its id looked up in ``tutor.mistakes``, its text from
+      there, never from the output);
+    - the audit's verdict, recomputed here from the submitted source (``AuditSubmission`` on a copy
+      with no outputs), so it cannot be forged by an output either.
+
+    What can still cross from the kernel is which of these fixed lines a cell shows: a few bits per
+    cell, as the score itself always is."""
+
+    enabled = True
+
+    def preprocess(self, nb, resources):
+        from grader.audit_submission import AuditSubmission
+
+        bare = copy.deepcopy(nb)
+        for cell in bare.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+        audited = AuditSubmission(parent=self.parent).preprocess(bare, resources)[0]
+        for cell, trusted in zip(nb.cells, audited.cells):
+            if cell.cell_type != "code":
+                continue
+            outputs, cell.outputs = cell.outputs, []
+            if cell.metadata.get("nbgrader", {}).get("grade"):
+                text = "\n".join(self._verdict(outputs, [o.evalue for o in trusted.outputs]))
+                cell.outputs = [new_output("stream", name="stdout", text=text + "\n")]
+        nb.cells.insert(0, new_markdown_cell(SEALED_NOTE))
+        return nb, resources
+
+    @staticmethod
+    def _verdict(outputs, audit_lines):
+        from grader.execution import KERNEL_LOST
+        from grader.limits import MEMORY_ERRORS
+        from tutor.guard import FORBIDDEN_BUILTINS, FORBIDDEN_MESSAGE, REFERENCE_MESSAGE
+        from tutor.mistakes import MISTAKES, explain
+
+        errors = [o for o in outputs if o.output_type == "error"]
+        failed = errors or any(o.output_type == "stream" and o.name == "stderr" for o in outputs)
+        if not failed and not audit_lines:
+            return [PASSED]
+        text = "\n".join(f"{o.get('ename', '')} {o.get('evalue', '')} {o.get('text', '')}" for o in outputs)
+        lines = list(audit_lines)
+        if any(o.ename == "KernelLost" for o in errors):
+            lines.append(f"❌ {KERNEL_LOST}")
+        elif any(o.ename == "TimedOut" for o in errors):
+            lines.append(TIMED_OUT_SHORT)
+        elif MEMORY_ERRORS.search(text):
+            lines.append(OUT_OF_MEMORY_SHORT)
+        elif "尚未实现" in text or "NotImplementedError" in text:
+            lines.append(NOT_IMPLEMENTED)
+        elif failed:
+            lines.append(FAILED)
+        lines += [f"❌ {FORBIDDEN_MESSAGE.format(what=name)}" for name in FORBIDDEN_BUILTINS.values()
+                  if FORBIDDEN_MESSAGE.format(what=name) in text]
+        if REFERENCE_MESSAGE.split("（")[0] in text:
+            lines.append(f"❌ {REFERENCE_MESSAGE.format(what='solutions')}")
+        named = dict.fromkeys(m for m in DIAGNOSIS_ID.findall(text) if m in MISTAKES)
+        return lines + [explain(m) for m in named]
 
 
 class QuietOverwriteCells(OverwriteCells):
@@ -115,7 +199,7 @@ def configure(c):
     formgrader_templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
     c.HTMLExporter.template_name = TEMPLATE_NAME
     c.HTMLExporter.extra_template_basedirs = [str(TEMPLATES), str(formgrader_templates)]
-    c.GenerateFeedback.preprocessors = [GetGrades, OfflineMath, CSSHTMLHeaderPreprocessor]
+    c.GenerateFeedback.preprocessors = [GetGrades, SealedFeedback, OfflineMath, CSSHTMLHeaderPreprocessor]
     c.Autograde.sanitize_preprocessors = [QuietOverwriteCells if p is OverwriteCells else p
                                           for p in c.Autograde.sanitize_preprocessors]
     silence_harmless_warnings()

@@ -181,7 +181,8 @@ def _drop_privileges():
 def _environment(home):
     kept = {k: v for k, v in os.environ.items() if k in KEPT_ENVIRONMENT or k.startswith("LC_")}
     kept.update(HOME=home, TMPDIR="/tmp", IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.matplotlib",
-                XDG_CONFIG_HOME=f"{home}/.config", XDG_CACHE_HOME=f"{home}/.cache", JUPYTER_CONFIG_DIR=f"{home}/.jupyter")
+                XDG_CONFIG_HOME=f"{home}/.config", XDG_CACHE_HOME=f"{home}/.cache",
+                JUPYTER_CONFIG_DIR=f"{home}/.jupyter")
     os.environ.clear()
     os.environ.update(kept)
     os.makedirs(home, exist_ok=True)

@@ -15,6 +15,9 @@ import importlib.util
 import os
 import shutil
 import signal
+import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -118,3 +121,40 @@ def test_a_killed_worker_loses_nothing(serial, running):
 def test_grading_again_changes_nothing(serial, running):
     _grade(running)
     assert _scores(running[0], running[1]) == serial
+
+
+def test_the_command_line_grades_with_one_task_server_per_worker(serial, running):
+    """`python -m grader.cluster grade`, as INSTRUCTOR §7 runs it, twice: the grades are the serial
+    ones, and each worker keeps one task server for all its tasks (the module run as __main__ once
+    shipped its tasks by value, and every task started a task server of its own)."""
+    import psutil
+
+    course, db_url, _ = running
+    env = dict(os.environ, NBGRADER_DB_URL=db_url)
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "grader.cluster", "grade", ASSIGNMENT], cwd=course, env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _scores(course, db_url) == serial
+    workers = [psutil.Process(pid) for name, pid in cluster.running_pids(course).items()
+               if name != "scheduler" and cluster.alive(pid)]
+    servers = [p for w in workers for p in w.children(recursive=True) if "grader.taskserver" in " ".join(p.cmdline())]
+    assert len(servers) <= len(workers), [" ".join(p.cmdline()) for p in servers]
+
+
+def test_only_the_certificate_holder_reaches_the_scheduler(running):
+    """The scheduler speaks mutual TLS: a client without the cluster's certificate is refused, and
+    the address and the certificate sit in a folder only the instructor can enter."""
+    import json
+
+    from distributed import Client
+
+    course = running[0]
+    state = course / cluster.STATE
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "scheduler.json").stat().st_mode) == 0o600
+    address = json.loads((state / "scheduler.json").read_text())["address"]
+    assert address.startswith("tls://"), address
+    for plain in (address.replace("tls://", "tcp://"), address):
+        with pytest.raises((OSError, TimeoutError, ValueError)):
+            Client(plain, timeout=3).close()

@@ -5,6 +5,7 @@ traceback through the grader, an absolute path, or math that needs the internet.
 Fast tests drive ``tutor.grading.test_cell``/``check`` directly; the slow ones execute real
 notebooks and run the real nbgrader commands in temporary directories.
 """
+import html
 import inspect
 import re
 import shutil
@@ -275,3 +276,51 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
         assert not re.search(r"<script[^>]+src=\"https?:", html), f"{student}: feedback loads a script from the web"
         assert "❌" in html, f"{student}: the failed cells show no report"
         assert "div.output_subarea pre { white-space: pre-wrap;" in html, f"{student}: long ❌ lines do not wrap"
+
+
+# A hand-in that prints the reference into its outputs, raises it from inside the graded function
+# (the check reports the exception) and has a classic mistake in another exercise.
+LEAKING_SOFTMAX = '''import numpy as np
+REFERENCE = open({path!r}).read()
+print(REFERENCE)
+
+
+def softmax(x, axis=-1):
+    raise ValueError(REFERENCE[:300])
+'''
+
+
+@pytest.mark.slow
+def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
+    """Through nbgrader autograde and generate_feedback: the reference the submission read and
+    printed or raised reaches neither its feedback page nor anything the student can fetch, while
+    the page still says ✅/❌ per graded cell and names the classic mistake of another exercise."""
+    name = "01_attention"
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "source" / name, course / "source" / name)
+    nbgrader(course, "generate_assignment", name, "--force")
+    nb = read_nb(course / "release" / name / f"{name}.ipynb")
+    reference = ROOT / "solutions" / "attention.py"
+    cell(nb, "impl_softmax").source = LEAKING_SOFTMAX.format(path=str(reference))
+    wrong, edit = NO_SCALE
+    cell(nb, f"impl_{wrong}").source = reference_code(wrong, edit)
+    folder = course / "submitted" / "mallory" / name
+    folder.mkdir(parents=True)
+    nbformat.write(nb, str(folder / f"{name}.ipynb"))
+    nbgrader(course, "db", "student", "add", "mallory")
+    nbgrader(course, "autograde", name, "--force")
+    nbgrader(course, "generate_feedback", name, "--force")
+
+    autograded = (course / "autograded" / "mallory" / name / f"{name}.ipynb").read_text()
+    chunks = [line.strip() for line in reference.read_text().splitlines() if len(line.strip()) > 30]
+    assert any(c in autograded for c in chunks), "the attack did not reach the reference: the test proves nothing"
+    for page in (course / "feedback" / "mallory").rglob("*"):
+        if page.is_file():
+            text = html.unescape(page.read_text(errors="replace"))
+            leaked = [c for c in chunks if c in text]
+            assert not leaked, f"{page.name} gives back the reference: {leaked[:3]}"
+    page = html.unescape((course / "feedback" / "mallory" / name / f"{name}.html").read_text())
+    assert feedback.FAILED in page and feedback.PASSED in page and "[no_scale]" in page, page[-2000:]
+    assert feedback.SEALED_NOTE.split("**")[1] in page

@@ -7,7 +7,10 @@ Skips where the PostgreSQL server programs (Debian: ``apt-get install postgresql
 """
 import glob
 import importlib.util
+import os
 import shutil
+import stat
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -55,3 +58,29 @@ def test_parallel_autograde_into_one_postgresql_gradebook(db_url, tmp_path, monk
     with Gradebook(db_url, course_id="shousi-transformer") as gb:
         scores = {s: gb.find_submission(ASSIGNMENT, s).score for s in STUDENTS}
     assert scores == {s: (full if kind == "perfect" else 0.0) for s, kind in STUDENTS.items()}, scores
+
+
+def test_the_grading_role_is_no_superuser_and_runs_no_program(db_url):
+    """The URL's role owns the gradebook and nothing more: ``COPY ... TO PROGRAM`` (a command run as
+    the server's account) is refused."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar() is False
+        with pytest.raises(sa.exc.ProgrammingError, match="superuser|pg_execute_server_program"):
+            conn.execute(sa.text("COPY (SELECT 1) TO PROGRAM 'id'"))
+    engine.dispose()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="trying another local account needs root (runuser)")
+def test_another_local_account_cannot_reach_the_gradebook(db_url):
+    """As `nobody` (any local account but the grader's): the socket's folder is 0700, so psql cannot
+    even connect, whatever role it asks for."""
+    socket_dir = db_url.split("host=")[1]
+    assert stat.S_IMODE(os.stat(socket_dir).st_mode) == 0o700
+    psql = shutil.which("psql") or sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
+    for role in ("grader", "postgres"):
+        proc = subprocess.run(["runuser", "-u", "nobody", "--", psql, "-h", socket_dir, "-U", role, "-d", "gradebook",
+                               "-c", "SELECT 1"], capture_output=True, text=True)
+        assert proc.returncode != 0 and "Permission denied" in proc.stderr, proc.stderr

@@ -41,7 +41,9 @@ from typing import NamedTuple
 
 import nbformat
 
+from grader import feedback
 from grader.audit import defined, read_names
+from grader.execution import KERNEL_LOST
 from tools.paths import ROOT
 
 BIN = Path(sys.executable).parent  # nbgrader and alembic (nbgrader runs it) live next to python
@@ -689,20 +691,29 @@ def read_export(course):
 
 
 def feedback_problems(course, student, assignment):
-    """Failed grade cells whose error message is missing from the feedback HTML."""
+    """What is wrong with a submission's feedback page (``grader.feedback.SealedFeedback``): a failed
+    grade cell without its ❌ verdict, or a line its grading kernel produced (an error's text, a
+    print) that reached the page."""
     autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
-    feedback = course / "feedback" / student / assignment / f"{assignment}.html"
+    page_file = course / "feedback" / student / assignment / f"{assignment}.html"
     if not autograded.exists():
         return []
-    page = feedback.read_text()
-    problems = []
+    page = html.unescape(re.sub(r"<[^>]+>", "", page_file.read_text()))
+    failed, produced = 0, set()
     for cell in nbformat.read(autograded, as_version=4).cells:
-        for out in cell.get("outputs", []):
-            if _meta(cell).get("grade") and out.output_type == "error" and out.evalue:
-                line = out.evalue.splitlines()[0]
-                if html.escape(line, quote=False) not in page and html.escape(line) not in page:
-                    problems.append(f"{_meta(cell)['grade_id']}: {line[:80]!r} not in feedback")
-    return problems
+        outputs = cell.get("outputs", []) if _meta(cell).get("grade") else []
+        failed += any(o.output_type == "error" for o in outputs)
+        for out in outputs:
+            if out.output_type == "error" and out.ename not in ("IntegrityError", "FromScratchViolation"):
+                produced.add(out.evalue.splitlines()[0] if out.evalue else "")
+            elif out.output_type == "stream":
+                produced.update(line for line in out.text.splitlines() if len(line) > 20)
+    problems = [f"{failed} failed grade cells, {page.count('❌')} ❌ verdicts in the feedback"] \
+        if page.count("❌") < failed else []
+    known = {feedback.PASSED, feedback.FAILED, feedback.NOT_IMPLEMENTED, feedback.TIMED_OUT_SHORT,
+             feedback.OUT_OF_MEMORY_SHORT, f"❌ {KERNEL_LOST}", KERNEL_LOST}
+    return problems + [f"the kernel's line {line[:80]!r} reached the feedback"
+                       for line in sorted(produced - known) if line and line in page]
 
 
 def _feedback_shows(course, student, assignment, text):
