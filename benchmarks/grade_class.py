@@ -17,8 +17,11 @@ with no graded cell (00) are left out, as docs/INSTRUCTOR.md says to.
   N workers as separate processes (``grader.cluster.start``), one task per (student, chapter).
 
 Either way the last line is
-``grade: workers=N students=S per_student_s=X students_per_hour=Y load=L`` (``workers=0``: serial;
-``load``: the one-minute load average at the end, without which the seconds mean little).
+``grade: workers=N students=S per_student_s=X students_per_hour=Y load=L sandbox=on`` (``workers=0``:
+serial; ``load``: the one-minute load average at the end, without which the seconds mean little).
+``--sandbox both`` (serial) grades two identical classes one after the other, with the grading sandbox
+(grader/sandbox.py) and without it (``c.ResilientExecute.sandbox = False``), and prints a line for
+each and their ratio.
 """
 import argparse
 import os
@@ -33,10 +36,13 @@ from tools.paths import ROOT
 MIX = ["perfect", "partial", "untouched"]
 
 
-def make_course(course, assignments, students):
+def make_course(course, assignments, students, sandbox=True):
     """A course with ``students`` students who handed in every assignment; returns their ids."""
     course.mkdir(parents=True)
     sim.setup_course(course, assignments, sim.ROOT / "source")
+    if not sandbox:
+        with open(course / "nbgrader_config.py", "a") as f:
+            f.write("\n# benchmark only: grading kernels without the sandbox\nc.ResilientExecute.sandbox = False\n")
     infos = {a: sim.analyse(a, sim.ROOT / "source") for a in assignments}
     ids = [f"s{i:03d}_{MIX[i % len(MIX)]}" for i in range(students)]
     for student in ids:
@@ -75,26 +81,35 @@ def main(argv=None):
     parser.add_argument("--students", type=int, default=10)
     parser.add_argument("--workers", type=int, default=0, help="grade on a Dask cluster of this many workers")
     parser.add_argument("--per-chapter", action="store_true", help="serial: one nbgrader autograde per chapter")
+    parser.add_argument("--sandbox", choices=["on", "off", "both"], default="on",
+                        help="grading kernels in the sandbox (default), without it, or both in turn (serial)")
     args = parser.parse_args(argv)
     assignments = args.assignments or cluster.graded_assignments(ROOT)
     n = args.students
+    modes = ["on", "off"] if args.sandbox == "both" else [args.sandbox]
     print(f"cpus: {os.cpu_count()}, load average before: {os.getloadavg()}, chapters: {' '.join(assignments)}")
     with tempfile.TemporaryDirectory() as tmp:
-        course = Path(tmp) / "class"
+        courses = {m: Path(tmp) / f"class-sandbox-{m}" for m in modes}
+        walls = dict.fromkeys(modes, 0.0)
         if args.workers:
             with sim.private_postgres() as db_url:
-                make_course(course, assignments, n)
-                wall = grade_on_cluster(course, assignments, args.workers, db_url)
+                make_course(courses[modes[0]], assignments, n, modes[0] == "on")
+                walls[modes[0]] = grade_on_cluster(courses[modes[0]], assignments, args.workers, db_url)
         else:
-            make_course(course, assignments, n)
-            seconds = grade_serially(course, assignments, args.per_chapter)
-            if args.per_chapter:
-                for a, s in seconds.items():
-                    print(f"  {a:<20s} {s / n:5.1f} s per student")
-            wall = sum(seconds.values())
-    per_student = wall / n
-    print(f"grade: workers={args.workers} students={n} per_student_s={per_student:.1f} "
-          f"students_per_hour={3600 / per_student:.0f} load={os.getloadavg()[0]:.1f}")
+            for m in modes:
+                make_course(courses[m], assignments, n, m == "on")
+            for m in modes:
+                seconds = grade_serially(courses[m], assignments, args.per_chapter)
+                walls[m] = sum(seconds.values())
+                if args.per_chapter:
+                    for a, t in seconds.items():
+                        print(f"  {a:<20s} sandbox={m:<3s} {t / n:5.1f} s per student")
+    for m in modes:
+        per_student = walls[m] / n
+        print(f"grade: workers={args.workers} students={n} per_student_s={per_student:.1f} "
+              f"students_per_hour={3600 / per_student:.0f} load={os.getloadavg()[0]:.1f} sandbox={m}")
+    if len(modes) > 1:
+        print(f"sandbox cost: {walls['on'] / walls['off']:.2f}x the time without it")
 
 
 if __name__ == "__main__":

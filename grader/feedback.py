@@ -16,6 +16,7 @@ import copy
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from nbconvert.preprocessors import Preprocessor
 from nbformat.v4 import new_markdown_cell, new_output
@@ -106,40 +107,68 @@ class SealedFeedback(Preprocessor):
                 continue
             outputs, cell.outputs = cell.outputs, []
             if cell.metadata.get("nbgrader", {}).get("grade"):
-                text = "\n".join(self._verdict(outputs, [o.evalue for o in trusted.outputs]))
+                text = "\n".join(verdict_lines(classify(outputs), [o.evalue for o in trusted.outputs]))
                 cell.outputs = [new_output("stream", name="stdout", text=text + "\n")]
         nb.cells.insert(0, new_markdown_cell(SEALED_NOTE))
         return nb, resources
 
-    @staticmethod
-    def _verdict(outputs, audit_lines):
-        from grader.execution import KERNEL_LOST
-        from grader.limits import MEMORY_ERRORS
-        from tutor.guard import FORBIDDEN_BUILTINS, FORBIDDEN_MESSAGE, REFERENCE_MESSAGE
-        from tutor.mistakes import MISTAKES, explain
 
-        errors = [o for o in outputs if o.output_type == "error"]
-        failed = errors or any(o.output_type == "stream" and o.name == "stderr" for o in outputs)
-        if not failed and not audit_lines:
-            return [PASSED]
-        text = "\n".join(f"{o.get('ename', '')} {o.get('evalue', '')} {o.get('text', '')}" for o in outputs)
-        lines = list(audit_lines)
-        if any(o.ename == "KernelLost" for o in errors):
-            lines.append(f"❌ {KERNEL_LOST}")
-        elif any(o.ename == "TimedOut" for o in errors):
-            lines.append(TIMED_OUT_SHORT)
-        elif MEMORY_ERRORS.search(text):
-            lines.append(OUT_OF_MEMORY_SHORT)
-        elif "尚未实现" in text or "NotImplementedError" in text:
-            lines.append(NOT_IMPLEMENTED)
-        elif failed:
-            lines.append(FAILED)
-        lines += [f"❌ {FORBIDDEN_MESSAGE.format(what=name)}" for name in FORBIDDEN_BUILTINS.values()
-                  if FORBIDDEN_MESSAGE.format(what=name) in text]
-        if REFERENCE_MESSAGE.split("（")[0] in text:
-            lines.append(f"❌ {REFERENCE_MESSAGE.format(what='solutions')}")
-        named = dict.fromkeys(m for m in DIAGNOSIS_ID.findall(text) if m in MISTAKES)
-        return lines + [explain(m) for m in named]
+class Verdict(NamedTuple):
+    """What one graded cell's outputs say, in the course's terms: ``kind`` is one of ``KINDS``;
+    ``mistakes`` the registry ids its report named; ``forbidden`` the built-ins of ``tutor.guard``'s
+    table it was caught calling; ``reference`` True when it handed in the reference itself."""
+    kind: str
+    mistakes: tuple = ()
+    forbidden: tuple = ()
+    reference: bool = False
+
+
+KINDS = ("passed", "failed", "not_implemented", "timeout", "memory", "kernel_lost")
+
+
+def classify(outputs):
+    """The ``Verdict`` of a graded cell from its outputs (an error or stderr output fails it, as
+    nbgrader scores it). Only known names are taken from the text: ids of ``tutor.mistakes``, names
+    of ``tutor.guard.FORBIDDEN_BUILTINS``."""
+    from grader.limits import MEMORY_ERRORS
+    from tutor.guard import FORBIDDEN_BUILTINS, FORBIDDEN_MESSAGE, REFERENCE_MESSAGE
+    from tutor.mistakes import MISTAKES
+
+    errors = [o for o in outputs if o.output_type == "error"]
+    if not errors and not any(o.output_type == "stream" and o.name == "stderr" for o in outputs):
+        return Verdict("passed")
+    text = "\n".join(f"{o.get('ename', '')} {o.get('evalue', '')} {o.get('text', '')}" for o in outputs)
+    if any(o.ename == "KernelLost" for o in errors):
+        kind = "kernel_lost"
+    elif any(o.ename == "TimedOut" for o in errors):
+        kind = "timeout"
+    elif MEMORY_ERRORS.search(text):
+        kind = "memory"
+    elif "尚未实现" in text or "NotImplementedError" in text:
+        kind = "not_implemented"
+    else:
+        kind = "failed"
+    return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(text) if m in MISTAKES)),
+                   tuple(n for n in FORBIDDEN_BUILTINS.values() if FORBIDDEN_MESSAGE.format(what=n) in text),
+                   REFERENCE_MESSAGE.split("（")[0] in text)
+
+
+def verdict_lines(verdict, audit_lines=()):
+    """The lines a feedback page shows for a graded cell: its audit verdict (made from the source),
+    then fixed texts for ``verdict``."""
+    from grader.execution import KERNEL_LOST
+    from tutor.guard import FORBIDDEN_MESSAGE, REFERENCE_MESSAGE
+    from tutor.mistakes import explain
+
+    if verdict.kind == "passed" and not audit_lines:
+        return [PASSED]
+    lines = list(audit_lines)
+    lines += {"kernel_lost": [f"❌ {KERNEL_LOST}"], "timeout": [TIMED_OUT_SHORT], "memory": [OUT_OF_MEMORY_SHORT],
+              "not_implemented": [NOT_IMPLEMENTED], "failed": [FAILED]}.get(verdict.kind, [])
+    lines += [f"❌ {FORBIDDEN_MESSAGE.format(what=name)}" for name in verdict.forbidden]
+    if verdict.reference:
+        lines.append(f"❌ {REFERENCE_MESSAGE.format(what='solutions')}")
+    return lines + [explain(m) for m in verdict.mistakes]
 
 
 class QuietOverwriteCells(OverwriteCells):
