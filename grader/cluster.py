@@ -271,6 +271,9 @@ def stop(course, grace_s=15):
     for pid in order:
         if alive(pid):
             _signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5  # SIGKILL is not instant: return once they are gone
+    while any(alive(pid) for pid in order) and time.monotonic() < deadline:
+        time.sleep(0.05)
     pids_file.unlink()
 
 

@@ -1,7 +1,21 @@
 """Shared pytest fixtures: float64 default dtype, and a record of the largest differences
-between the reference package and PyTorch's own modules (printed in the terminal summary)."""
+between the reference package and PyTorch's own modules (printed in the terminal summary).
+
+Two rules for the whole suite:
+- **A time limit per test** (pytest-timeout), sized by marker: ``TIMEOUTS``. A test that hangs fails
+  with its stack instead of stalling the suite; a test may set its own ``@pytest.mark.timeout``.
+- **``COURSE_REQUIRE_ALL=1``** (set by ``.ci/run``): a test skipped because a component is missing
+  (PostgreSQL, Dask, a browser, root) fails instead, so CI cannot stay green without running it.
+"""
+import os
+import re
+
 import pytest
 import torch
+
+TIMEOUTS = {"slow": 1500, None: 300}  # seconds: a slow test's module fixture grades a whole class
+MISSING = re.compile(r"not installed|could not|cannot be installed|needs root|not Linux|not root|no Chromium"
+                     r"|no (CJK )?font", re.I)
 
 _MAX_DIFFS = {}
 
@@ -48,3 +62,31 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("largest float64 difference, reference vs PyTorch")
         for name, diff in sorted(_MAX_DIFFS.items()):
             terminalreporter.write_line(f"{name:<45s} {diff:.3e}")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TIMEOUTS["slow" if item.get_closest_marker("slow") else None]))
+
+
+def _required(report):
+    """Turn a skip for a missing component into a failure under COURSE_REQUIRE_ALL=1."""
+    if os.environ.get("COURSE_REQUIRE_ALL") != "1" or not report.skipped:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if MISSING.search(reason):
+        report.outcome = "failed"
+        report.longrepr = f"COURSE_REQUIRE_ALL=1, but skipped: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _required(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _required(outcome.get_result())

@@ -15,6 +15,8 @@ import importlib.util
 import os
 import shutil
 import signal
+import socket
+import ssl
 import stat
 import subprocess
 import sys
@@ -155,6 +157,15 @@ def test_only_the_certificate_holder_reaches_the_scheduler(running):
     assert stat.S_IMODE((state / "scheduler.json").stat().st_mode) == 0o600
     address = json.loads((state / "scheduler.json").read_text())["address"]
     assert address.startswith("tls://"), address
-    for plain in (address.replace("tls://", "tcp://"), address):
-        with pytest.raises((OSError, TimeoutError, ValueError)):
-            Client(plain, timeout=3).close()
+    with pytest.raises((OSError, TimeoutError)):  # plain TCP to a TLS listener
+        Client(address.replace("tls://", "tcp://"), timeout=3).close()
+    ca = cluster.certificates(state)[0]
+    context = ssl.create_default_context(cafile=str(ca))  # trusts the scheduler, shows no certificate
+    context.check_hostname = False
+    host, port = address.removeprefix("tls://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with pytest.raises((ssl.SSLError, ConnectionResetError)):  # TLS 1.3: the refusal follows the handshake
+            with context.wrap_socket(raw) as tls:
+                tls.recv(1)
+    with Client(address, security=cluster.security(course), timeout=30) as client:  # the holder gets in
+        assert client.scheduler_info()["workers"]

@@ -7,6 +7,7 @@ notebooks and run the real nbgrader commands in temporary directories.
 """
 import html
 import inspect
+import json
 import re
 import shutil
 import sys
@@ -103,14 +104,84 @@ def test_keyboard_interrupt_is_not_swallowed():
     assert info.value._render_traceback_() == ["⏹️ cell_id: 已中断 / interrupted"]
 
 
+def _formulas(markdown):
+    """Every $...$ and $$...$$ outside code, as feedback.tex_to_mathml finds them."""
+    found = []
+    for part in feedback._CODE.split(markdown)[::2]:
+        found += feedback._DISPLAY.findall(part) + feedback._INLINE.findall(feedback._DISPLAY.sub("", part))
+    return found
+
+
 def test_every_lesson_formula_converts_to_mathml():
-    """Feedback pages draw math with MathML: every formula of every lesson must convert."""
+    """Feedback pages draw math with MathML: every formula of every lesson becomes one <math>
+    element (a formula latex2mathml rejects stays TeX in a code span, and fails here)."""
     for name in LESSONS:
         for cell in build.read_lesson(name):
             if cell.cell_type == "markdown":
                 converted = feedback.tex_to_mathml(cell.source)
-                outside_code = re.sub(r"`[^`\n]*`", "", converted)
-                assert "$" not in outside_code, f"{name}: TeX left over in:\n{converted[:500]}"
+                assert converted.count("<math") == len(_formulas(cell.source)), \
+                    f"{name}: a formula did not become MathML in:\n{converted[:500]}"
+
+
+@pytest.mark.parametrize("tex", [r"$x^$", r"$\left( x$"])
+def test_a_formula_that_cannot_convert_is_caught(tex):
+    """What the test above would see for a broken formula: no <math> for it."""
+    assert feedback.tex_to_mathml(tex).count("<math") < len(_formulas(tex)) == 1
+
+
+def _graded_cell(*outputs, source="grade('softmax', softmax)"):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata.nbgrader = {"grade": True, "grade_id": "softmax_matches_reference", "points": 1,
+                              "solution": False, "locked": True}
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    return cell
+
+
+def _stream(text, name="stdout"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def _error(ename, evalue):
+    return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": [evalue]}
+
+
+SECRET = "def softmax(x, axis=-1):  # the reference's own line"
+
+
+@pytest.mark.parametrize(("outputs", "kind", "mistakes"), [
+    ([_stream("✅ softmax: 5 个用例全部通过 / all 5 cases passed\n")], "passed", ()),
+    ([_stream(SECRET)], "passed", ()),
+    ([_error("TestFailure", f"❌ softmax: ... 诊断 / diagnosis [softmax_unstable]: ... {SECRET}")], "failed",
+     ("softmax_unstable",)),
+    ([_error("TestFailure", "❌ softmax: [made_up_id] [softmax_unstable] [softmax_unstable]")], "failed",
+     ("softmax_unstable",)),
+    ([_error("TimedOut", "❌ 超时 / Timed out")], "timeout", ()),
+    ([_error("KernelLost", "lost")], "kernel_lost", ()),
+    ([_error("TestFailure", "❌ x: your code raised MemoryError: ")], "memory", ()),
+    ([_error("TestFailure", "❌ softmax: 尚未实现 / not implemented yet")], "not_implemented", ()),
+    ([_stream(SECRET, "stderr")], "failed", ()),
+])
+def test_a_graded_cell_is_classified_from_known_names_only(outputs, kind, mistakes):
+    """classify reads the kind of failure and the registry's mistake ids, nothing else; an unknown id
+    is dropped, a repeated one named once, stderr fails the cell as nbgrader scores it."""
+    verdict = feedback.classify(_graded_cell(*outputs).outputs)
+    assert (verdict.kind, verdict.mistakes) == (kind, mistakes)
+
+
+def test_a_sealed_page_keeps_no_output_of_the_kernel():
+    """SealedFeedback on a small notebook: a learner cell's print and a graded cell's report (both
+    holding a reference line) are gone; the graded cell says ❌ and names the mistake from the
+    registry; a note opens the page."""
+    learner = nbformat.v4.new_code_cell("print(REFERENCE)")
+    learner.metadata.nbgrader = {"grade": False, "grade_id": "impl_softmax", "solution": True, "locked": False}
+    learner.outputs = [nbformat.from_dict(_stream(SECRET))]
+    graded = _graded_cell(_error("TestFailure", f"❌ [softmax_unstable] {SECRET}"))
+    nb = nbformat.v4.new_notebook(cells=[learner, graded])
+    sealed, _ = feedback.SealedFeedback().preprocess(nb, {})
+    text = "\n".join(o.get("text", "") for c in sealed.cells for o in c.get("outputs", []))
+    assert SECRET not in text and sealed.cells[1].outputs == []
+    assert text.splitlines()[0] == feedback.FAILED and "[softmax_unstable]" in text, text
+    assert sealed.cells[0].cell_type == "markdown" and sealed.cells[0].source == feedback.SEALED_NOTE
 
 
 # ---------------------------------------------------------------- slow: real notebooks, real nbgrader
@@ -278,16 +349,15 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
         assert "div.output_subarea pre { white-space: pre-wrap;" in html, f"{student}: long ❌ lines do not wrap"
 
 
-# A hand-in that prints the reference into its outputs, raises it from inside the graded function
-# (the check reports the exception) and has a classic mistake in another exercise.
-LEAKING_SOFTMAX = '''import numpy as np
+# A hand-in that reads the reference, prints it into its outputs and raises it from inside a graded
+# function (the check reports the exception), beside a right softmax and a classic mistake.
+LEAK_PRINTED = """
 REFERENCE = open({path!r}).read()
 print(REFERENCE)
-
-
-def softmax(x, axis=-1):
+"""
+LEAK_RAISED = """def scaled_dot_product_attention(Q, K, V, mask=None, dropout_p=0.0, training=False):
     raise ValueError(REFERENCE[:300])
-'''
+"""
 
 
 @pytest.mark.slow
@@ -303,7 +373,8 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
     nbgrader(course, "generate_assignment", name, "--force")
     nb = read_nb(course / "release" / name / f"{name}.ipynb")
     reference = ROOT / "solutions" / "attention.py"
-    cell(nb, "impl_softmax").source = LEAKING_SOFTMAX.format(path=str(reference))
+    cell(nb, "impl_softmax").source = reference_code("softmax") + LEAK_PRINTED.format(path=str(reference))
+    cell(nb, "impl_scaled_dot_product_attention").source = LEAK_RAISED
     wrong, edit = NO_SCALE
     cell(nb, f"impl_{wrong}").source = reference_code(wrong, edit)
     folder = course / "submitted" / "mallory" / name
@@ -314,7 +385,9 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
     nbgrader(course, "generate_feedback", name, "--force")
 
     autograded = (course / "autograded" / "mallory" / name / f"{name}.ipynb").read_text()
-    chunks = [line.strip() for line in reference.read_text().splitlines() if len(line.strip()) > 30]
+    released = (course / "release" / name / f"{name}.ipynb").read_text()  # stubs keep docstrings and signatures
+    chunks = [line.strip() for line in reference.read_text().splitlines()
+              if len(line.strip()) > 30 and json.dumps(line.strip(), ensure_ascii=False)[1:-1] not in released]
     assert any(c in autograded for c in chunks), "the attack did not reach the reference: the test proves nothing"
     for page in (course / "feedback" / "mallory").rglob("*"):
         if page.is_file():

@@ -5,10 +5,13 @@ The kernel tests run one small notebook through ``ResilientExecute`` as ``nbgrad
 the whole course goes through the same code in tests/test_class_simulation.py (a memory bomb, a
 hang, renamed and self-study hand-ins).
 """
+import asyncio
 import contextlib
 import os
+import re
 import sys
 from pathlib import Path
+from queue import Empty
 
 import nbformat
 import pytest
@@ -123,6 +126,32 @@ def test_grading_kernels_are_ready_without_draining_iopub():
     from grader.limits import LimitedKernelManager, ReadyClient
 
     assert LimitedKernelManager().client_factory is ReadyClient
+
+
+class _Unanswered:
+    """A shell channel on which no reply ever comes."""
+
+    async def get_msg(self, timeout=None):
+        raise Empty
+
+
+@pytest.mark.parametrize(("alive", "message"), [(False, "Kernel died before replying to kernel_info"),
+                                                (True, "Kernel didn't respond in 0 seconds")])
+def test_a_kernel_that_never_answers_is_reported_not_waited_for(alive, message):
+    """ReadyClient's two ways out when kernel_info gets no reply: the kernel died, or the time ran out."""
+    from grader.limits import ReadyClient
+
+    class Client(ReadyClient):
+        shell_channel = _Unanswered()
+
+        def kernel_info(self):
+            pass
+
+        async def _async_is_alive(self):
+            return alive
+
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        asyncio.run(Client().wait_for_ready(timeout=0))
 
 
 @pytest.mark.slow  # starts a kernel

@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
@@ -84,3 +85,25 @@ def test_another_local_account_cannot_reach_the_gradebook(db_url):
         proc = subprocess.run(["runuser", "-u", "nobody", "--", psql, "-h", socket_dir, "-U", role, "-d", "gradebook",
                                "-c", "SELECT 1"], capture_output=True, text=True)
         assert proc.returncode != 0 and "Permission denied" in proc.stderr, proc.stderr
+
+
+def test_the_shared_gradebook_engine_outlives_a_server_restart(db_url, monkeypatch):
+    """A long-lived process (JupyterLab's formgrader) keeps one gradebook engine (grader/hardening.py);
+    the server restarts under it, and the next Gradebook still works: the engine pings a pooled
+    connection before reusing it, where a dead one would raise OperationalError."""
+    from nbgrader import api
+
+    from grader import hardening
+
+    monkeypatch.setattr(api.Gradebook, "__init__", hardening._shared_engine_init)
+    monkeypatch.setattr(api.Gradebook, "close", hardening._shared_engine_close)
+    monkeypatch.setattr(hardening, "_ENGINES", {})
+    with api.Gradebook(db_url, course_id="shousi-transformer") as gb:
+        gb.update_or_create_student("restart_probe")
+    env = dict(os.environ, POSTGRES_DIR=str(Path(db_url.split("host=")[1]).parent))
+    script = str(ROOT / "tools" / "postgres.sh")
+    subprocess.run([script, "stop"], env=env, check=True)
+    subprocess.run([script, "start"], env=env, check=True, capture_output=True)
+    with api.Gradebook(db_url, course_id="shousi-transformer") as gb:
+        assert "restart_probe" in {s.id for s in gb.students}
+    assert len(hardening._ENGINES) == 1, "the second Gradebook did not reuse the engine"

@@ -757,7 +757,11 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
         got = book.get((student, a), {})
         for grade_id, points in cells.items():
             score, _, manual = got.get(grade_id, (None, None, None))
-            if (score or 0.0) != points:
+            if student == "invalid_json":  # nbgrader cannot read it: no score, flagged for manual grading
+                score = 0.0 if score is None and manual else score
+            if student == "missing_notebook":  # no notebook, so no grade at all (the export counts 0)
+                score = 0.0 if (student, a) not in book else score
+            if score is None or score != points:  # never scored, or missing from the gradebook, is not a 0
                 mismatches.append(f"{student}/{a}/{grade_id}: score {score}, expected {points}")
             if student != "invalid_json" and manual:
                 mismatches.append(f"{student}/{a}/{grade_id}: flagged for manual grading")
