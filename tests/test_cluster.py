@@ -99,9 +99,15 @@ def test_a_killed_worker_loses_nothing(serial, running):
     def kill_while_grading():
         import psutil
 
+        def command(process):
+            try:
+                return " ".join(process.cmdline())
+            except psutil.Error:  # gone, or a zombie not yet reaped, between listing and reading
+                return ""
+
         while not done.is_set():
             # a grading kernel's launcher below the worker: a task is half-way through a notebook
-            if any("grader.launcher" in " ".join(p.cmdline()) for p in psutil.Process(victim).children(recursive=True)):
+            if any("grader.launcher" in command(p) for p in psutil.Process(victim).children(recursive=True)):
                 os.kill(victim, signal.SIGKILL)
                 killed.append(victim)
                 return
