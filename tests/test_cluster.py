@@ -59,8 +59,9 @@ def serial(tmp_path_factory):
     course = tmp_path_factory.mktemp("serial")
     sim.setup_course(course, [ASSIGNMENT], sim.ROOT / "source", timeout=60)
     _hand_in_class(course)
-    sim.nbgrader(course, "autograde", ASSIGNMENT, check=False)
-    return _scores(course)
+    codes = {s: sim.nbgrader(course, "autograde", ASSIGNMENT, "--student", s, check=False).returncode
+             for s in STUDENTS}  # one command per hand-in, as a cluster task runs it
+    return _scores(course), codes
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +89,19 @@ def _grade(running):
 def test_cluster_grades_equal_the_serial_run(serial, running):
     codes = _grade(running)
     assert set(codes) == {(ASSIGNMENT, s) for s in STUDENTS}
-    assert _scores(running[0], running[1]) == serial
+    assert _scores(running[0], running[1]) == serial[0]
 
 
 def test_a_killed_worker_loses_nothing(serial, running):
+    """From an empty gradebook (the tests before filled it): a worker is SIGKILLed mid-notebook; every
+    task still ends with the exit code the serial command had, and the grades are complete and equal."""
+    from nbgrader.api import Gradebook
+
     course, db_url, _ = running
+    with Gradebook(db_url, course_id=cluster.course_id(course)) as gb:
+        for student in STUDENTS:
+            gb.remove_submission(ASSIGNMENT, student)
+    assert cluster.incomplete(course, db_url, [(ASSIGNMENT, s) for s in STUDENTS]), "the gradebook is not empty"
     victim = cluster.running_pids(course)["worker-0"]
     done, killed = threading.Event(), []
 
@@ -116,19 +125,20 @@ def test_a_killed_worker_loses_nothing(serial, running):
     watcher = threading.Thread(target=kill_while_grading)
     watcher.start()
     try:
-        _grade(running)
+        codes = _grade(running)
     finally:
         done.set()
         watcher.join()
     assert killed, "worker-0 never graded anything, so it was not killed mid-task"
+    assert codes == {(ASSIGNMENT, s): code for s, code in serial[1].items()}
     assert not cluster.alive(victim)
     assert cluster.incomplete(course, db_url, [(ASSIGNMENT, s) for s in STUDENTS]) == []
-    assert _scores(course, db_url) == serial
+    assert _scores(course, db_url) == serial[0]
 
 
 def test_grading_again_changes_nothing(serial, running):
     _grade(running)
-    assert _scores(running[0], running[1]) == serial
+    assert _scores(running[0], running[1]) == serial[0]
 
 
 def test_the_command_line_grades_with_one_task_server_per_worker(serial, running):
@@ -143,7 +153,7 @@ def test_the_command_line_grades_with_one_task_server_per_worker(serial, running
         proc = subprocess.run([sys.executable, "-m", "grader.cluster", "grade", ASSIGNMENT], cwd=course, env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _scores(course, db_url) == serial
+    assert _scores(course, db_url) == serial[0]
     workers = [psutil.Process(pid) for name, pid in cluster.running_pids(course).items()
                if name != "scheduler" and cluster.alive(pid)]
     servers = [p for w in workers for p in w.children(recursive=True) if "grader.taskserver" in " ".join(p.cmdline())]
