@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from queue import Empty
@@ -236,3 +237,55 @@ def test_gradebooks_share_one_engine_per_database_and_folder(tmp_path, monkeypat
         monkeypatch.chdir(tmp_path / "a")
         with Gradebook("sqlite:///gradebook.db", course_id="c") as gb:
             assert sorted(s.id for s in gb.students) == ["s0", "s1"]
+
+
+@pytest.mark.slow  # starts a kernel
+def test_the_cpu_cap_ends_a_kernel_that_burns_cpu():
+    """Past ``cpu_limit_s`` CPU seconds the kernel is killed (SIGXCPU): the burning cell and every
+    later one get the lost-kernel line, well before the cell's own timeout."""
+    from grader.execution import KERNEL_LOST
+
+    nb = new_notebook(cells=[new_code_cell("print('started')"), new_code_cell(LOOP + "spin()"),
+                             new_code_cell("print('after')")])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    ResilientExecute(timeout=120, cpu_limit_s=3).preprocess(nb, {"metadata": {"path": "."}})
+    assert nb.cells[0].outputs[0].text.strip() == "started"
+    for cell in nb.cells[1:]:
+        assert any(o.output_type == "error" and o.evalue == KERNEL_LOST for o in cell.outputs), cell.outputs
+
+
+@pytest.mark.slow  # starts a kernel
+def test_without_a_fork_server_the_kernel_starts_directly_in_its_sandbox(monkeypatch, tmp_path):
+    """The launcher falls back to starting the kernel itself when no fork server answers (a stale
+    socket path): nothing is preloaded, and the kernel is still the first process of its sandbox."""
+    from grader.limits import FORKSERVER_ENV
+
+    monkeypatch.setenv(FORKSERVER_ENV, str(tmp_path / "gone.sock"))
+    nb = new_notebook(cells=[new_code_cell("import os, sys\nprint(os.getpid(), 'torch' in sys.modules)")])
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    ResilientExecute(timeout=60).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert nb.cells[0].outputs[0].text.split() == ["1", "False"]
+
+
+def test_the_cluster_command_says_what_is_missing():
+    """`python -m grader.cluster grade` without a gradebook URL: one bilingual line and exit 1; no
+    subcommand: argparse's usage and exit 2."""
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_DB_URL"}
+    proc = subprocess.run([sys.executable, "-m", "grader.cluster", "grade"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 1 and "请先设置 NBGRADER_DB_URL" in proc.stderr and "set NBGRADER_DB_URL" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "grader.cluster"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+@pytest.mark.slow  # starts a task server (imports nbgrader)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the task server forks: Linux only")
+def test_a_task_server_runs_nbgrader_and_reports_its_exit_code(tmp_path):
+    """grader/taskserver.py on its own: a forked nbgrader writes to the task's log and its exit code
+    comes back: 0 for a command that works, 1 for an assignment that does not exist."""
+    from grader import taskserver
+
+    server = taskserver.start_server(str(tmp_path))
+    log = tmp_path / "task.log"
+    assert taskserver.run(server, ["--version"], tmp_path, dict(os.environ), log) == 0
+    assert log.read_text().strip()
+    assert taskserver.run(server, ["autograde", "no_such_assignment"], tmp_path, dict(os.environ), log) == 1
