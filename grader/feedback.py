@@ -138,6 +138,7 @@ def classify(outputs):
     if not errors and not any(o.output_type == "stream" and o.name == "stderr" for o in outputs):
         return Verdict("passed")
     text = "\n".join(f"{o.get('ename', '')} {o.get('evalue', '')} {o.get('text', '')}" for o in outputs)
+    reports = "\n".join(o.evalue for o in errors)  # a check's ❌ report; never what the cell printed
     if any(o.ename == "KernelLost" for o in errors):
         kind = "kernel_lost"
     elif any(o.ename == "TimedOut" for o in errors):
@@ -148,7 +149,7 @@ def classify(outputs):
         kind = "not_implemented"
     else:
         kind = "failed"
-    return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(text) if m in MISTAKES)),
+    return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in MISTAKES)),
                    tuple(n for n in FORBIDDEN_BUILTINS.values() if FORBIDDEN_MESSAGE.format(what=n) in text),
                    REFERENCE_MESSAGE.split("（")[0] in text)
 

@@ -132,7 +132,9 @@ class LimitedKernelManager(AsyncKernelManager):
                 raise RuntimeError(refused)
             # No network in the sandbox: the kernel's channels are unix sockets in a folder only this
             # kernel sees (not the runtime folder, which holds every other kernel's connection file).
-            self._private = tempfile.mkdtemp(prefix="grader-kernel-")
+            # Under /tmp, not $TMPDIR: a unix socket's path has at most 107 bytes, and a worker's
+            # TMPDIR deep in a course folder leaves no room for "kernel-ipc-<port>".
+            self._private = tempfile.mkdtemp(prefix="grader-kernel-", dir="/tmp" if os.path.isdir("/tmp") else None)
             self.transport = "ipc"
             self.connection_file = os.path.join(self._private, "kernel.json")
             self.ip = os.path.join(self._private, "kernel-ipc")
