@@ -18,7 +18,7 @@
 # - **编码器层（encoder layer）**：自注意力 + FFN，每个子层后接残差和 LayerNorm（Post-LN）；
 # - **解码器层（decoder layer）**：带因果掩码的自注意力 + 交叉注意力（cross-attention）+ FFN，三个子层。
 #
-# 在此之前先写两个掩码函数：**填充掩码（padding mask）**和**因果掩码（causal mask）**。它们只有一两行，
+# 在此之前先写两个掩码函数：**填充掩码**（padding mask）和**因果掩码（causal mask）**。它们只有一两行，
 # 却是整个模型里最容易“不报错、结果错”的地方。
 #
 # **本章共 14 分**，6 个评分单元格：

@@ -66,10 +66,11 @@ def plot_gpt_block(title="One decoder-only block (Pre-LN, as in Llama)"):
              ("RMSNorm", norm), ("SwiGLU FFN\ndown(silu(gate(x)) * up(x))", sub), ("+", add),
              ("output  (B, T, d_model)", box)]
     fig, ax = plt.subplots(figsize=(6.4, 7.0), layout="constrained")
-    ys = flow_diagram(ax, steps, [(0, 3), (3, 6)], side=1.45, fontsize=9)  # a residual around each sublayer
-    ax.text(-1.9, ys[2], "no cross-attention,\nno bias in linears,\nno positional table", fontsize=8,
+    # one residual around each sublayer: the attention's on the right, the FFN's on the left (two paths)
+    ys = flow_diagram(ax, steps, [(0, 3), (3, 6)], side=(1.45, -1.45), fontsize=9)
+    ax.text(-2.4, ys[1], "no cross-attention,\nno bias in linears,\nno positional table", fontsize=8,
             ha="left", va="center", color="#444444")
-    ax.set_xlim(-2.0, 2.1)
+    ax.set_xlim(-2.45, 2.1)
     ax.set_title("N blocks, then a final RMSNorm and lm_head (optionally tied to the embedding)", fontsize=9)
     fig.suptitle(title, fontweight="bold")
     return fig
