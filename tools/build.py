@@ -580,6 +580,53 @@ def sanitize_outputs(executed, source):
     return executed
 
 
+def _output_texts(outputs):
+    """Every text an output list shows (streams and text/* data), in order."""
+    texts = []
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            texts.append(output.get("text", ""))
+        for mime, value in sorted(output.get("data", {}).items()):
+            if mime.startswith("text/") and isinstance(value, str):
+                texts.append(value)
+    return texts
+
+
+def _as_compared(outputs, patterns):
+    """What nbval compares of an output list: each output's kind and its texts with every rule of
+    tools/nbval_sanitize.cfg applied (image bytes are not compared)."""
+    return [(o.get("output_type"), o.get("name"), sorted(o.get("data", {})),
+             [sanitize_text(t, patterns) for t in _output_texts([o])]) for o in outputs]
+
+
+def keep_stable_outputs(executed, previous_path):
+    """Keep the committed outputs of a measurement cell that nothing real changed, so that a rebuild
+    (on this machine or on a fresh clone) leaves the tree clean.
+
+    A code cell keeps its committed outputs when (1) the committed answer key has a cell with the same
+    id and the same source, (2) the cell is a measurement: a text it shows holds something tools/nbval_sanitize.cfg
+    replaces (a timing, a speed-up, a ``~`` number that depends on a training trajectory or on the
+    machine), and (3) nbval could not tell the old outputs from the new ones (the same outputs, texts
+    equal once sanitised). Its figure comes from the same run as its numbers, so it is kept with them.
+    Any other cell gets the new outputs: a deterministic cell's figure is rebuilt as it is drawn now.
+    """
+    if not previous_path.exists():
+        return executed
+    previous = nbformat.read(str(previous_path), as_version=4)
+    old_cells = {c.get("id"): c for c in previous.cells if c.cell_type == "code"}
+    patterns = get_sanitize_patterns(SANITIZE_FILE.read_text(encoding="utf-8"))
+    tokens = {replace.strip() for _, replace in patterns if replace.strip()}
+    for cell in executed.cells:
+        old = old_cells.get(cell.get("id"))
+        if cell.cell_type != "code" or old is None or old.source != cell.source:
+            continue
+        texts = _output_texts(cell.outputs)
+        measured = any(sanitize_text(t, patterns) != t or any(tok in t for tok in tokens) for t in texts)
+        if measured and _as_compared(old.outputs, patterns) == _as_compared(cell.outputs, patterns):
+            cell.outputs = copy.deepcopy(old.outputs)
+    return executed
+
+
 def execute_answer_key(name, nb):
     """Run the answer key in answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
     ANSWER_KEYS.mkdir(parents=True, exist_ok=True)
@@ -733,6 +780,7 @@ def main(argv=None):
             failed.append(name)
             print(f"FAILED to execute {name} (its answer key is left as it was):\n{exc}", file=sys.stderr, flush=True)
             continue
+        answer_key = keep_stable_outputs(answer_key, ANSWER_KEYS / f"{name}.ipynb")
         write_notebook(answer_key, ANSWER_KEYS / f"{name}.ipynb")
         write_english_answer_key(name)
         print(f"executed answer_keys/{name}.ipynb in {seconds:.1f} s", flush=True)
