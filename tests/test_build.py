@@ -211,15 +211,16 @@ def _figure(png):
 
 
 def test_a_rebuild_keeps_the_committed_outputs_of_a_measurement(tmp_path):
-    """A clean tree after any build: a measurement cell (its text holds what nbval sanitises: a timing, a
-    ``~`` number) whose source is unchanged and whose outputs nbval could not tell apart keeps the
-    committed outputs, figure included; anything else gets the new run's outputs."""
+    """A clean tree after any build: a timing cell (its stored text holds a placeholder of a ``stored:
+    sanitised`` rule) whose source is unchanged and whose outputs nbval could not tell apart keeps the
+    committed outputs, figure and other numbers included; anything else gets the new run's outputs."""
     committed = _key([
         ("timing", "measure()", [_stream("T=512: naive ~4 MiB, DURATION\n"), _figure("OLDPNG")]),
         ("plot", "draw()", [_figure("OLDPNG")]),
         ("changed", "measure(2)", [_stream("took DURATION\n")]),
-        ("numbers", "show()", [_stream("loss ~5.30\n")]),
+        ("numbers", "show()", [_stream("loss ~5.30\n"), _figure("OLDPNG")]),
         ("other", "measure()", [_stream("T=512: naive ~4 MiB, DURATION\n")]),
+        ("speed", "speed()", [_stream("speed-up SPEEDUP\n")]),
     ])
     path = tmp_path / "key.ipynb"
     nbformat.write(committed, str(path))
@@ -227,8 +228,9 @@ def test_a_rebuild_keeps_the_committed_outputs_of_a_measurement(tmp_path):
         ("timing", "measure()", [_stream("T=512: naive ~48 MiB, DURATION\n"), _figure("NEWPNG")]),  # volatile only
         ("plot", "draw()", [_figure("NEWPNG")]),                        # a deterministic figure redrawn
         ("changed", "measure(3)", [_stream("took DURATION\n")]),        # its code changed
-        ("numbers", "show()", [_stream("loss ~5.30 (new line)\n")]),    # nbval would see the difference
+        ("numbers", "show()", [_stream("loss ~5.30\n"), _figure("NEWPNG")]),  # no timing: a seeded cell, redrawn
         ("other", "measure()", [_stream("T=512: naive ~4 MiB, DURATION\n"), _figure("NEWPNG")]),  # one more output
+        ("speed", "speed()", [_stream("speed-up SPEEDUP, now more\n")]),  # nbval would see the difference
     ])
     kept = build.keep_stable_outputs(rebuilt, path)
     outputs = {c.id: c.outputs for c in kept.cells}
@@ -236,6 +238,7 @@ def test_a_rebuild_keeps_the_committed_outputs_of_a_measurement(tmp_path):
     assert outputs["timing"][1]["data"]["image/png"] == "OLDPNG"
     assert outputs["plot"][0]["data"]["image/png"] == "NEWPNG"
     assert outputs["changed"] == rebuilt.cells[2].outputs
-    assert outputs["numbers"][0]["text"] == "loss ~5.30 (new line)\n"
+    assert outputs["numbers"][1]["data"]["image/png"] == "NEWPNG"
     assert len(outputs["other"]) == 2
+    assert outputs["speed"][0]["text"] == "speed-up SPEEDUP, now more\n"
     assert build.keep_stable_outputs(rebuilt, tmp_path / "missing.ipynb") is rebuilt

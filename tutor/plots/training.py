@@ -26,7 +26,8 @@ def plot_lr_schedule(curves, title="Learning-rate schedules"):
 
 
 def plot_training_curves(losses, evals=(), target=None, title="Copy task: training loss and held-out exact match"):
-    """Training loss per step (log scale, left) and held-out exact match (right).
+    """Training loss per step (log scale, left) and held-out exact match (right), as ``train_copy_model``
+    measures it at each evaluation: the arg-max of one teacher-forced pass, whole rows right.
 
     ``losses``: one loss per step (index 0 = step 1); ``evals``: ``(step, exact_match)`` pairs;
     ``target``: an exact-match level drawn as a dashed line. Returns the Figure.
@@ -45,11 +46,12 @@ def plot_training_curves(losses, evals=(), target=None, title="Copy task: traini
     if len(evals):
         ev = np.asarray(evals, dtype=float)
         ax2 = ax.twinx()
-        ax2.plot(ev[:, 0], ev[:, 1], "o-", color="tab:orange", ms=3, label="held-out exact match")
+        ax2.plot(ev[:, 0], ev[:, 1], "o-", color="tab:orange", ms=3,
+                 label="held-out exact match (teacher-forced arg-max)")
         if target is not None:
             ax2.axhline(target, color="tab:orange", ls="--", lw=0.8)
         ax2.set_ylim(-0.02, 1.02)
-        ax2.set_ylabel("exact match", color="tab:orange")
+        ax2.set_ylabel("exact match (teacher-forced)", color="tab:orange")
         lines = ax.get_lines() + ax2.get_lines()[:1]
         ax.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=8)
     return fig
