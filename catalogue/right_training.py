@@ -13,6 +13,15 @@ def lr_piecewise_sin(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
     return min_lr + (max_lr - min_lr) * math.cos(math.pi * progress / 2) ** 2
 
 
+def lr_warmup_step_over_w(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    """The other warmup convention: lr 0 at step 0, max_lr at step warmup_steps (Hugging Face's
+    get_cosine_schedule_with_warmup, the CS336 handout, litgpt, timm, torchtune)."""
+    if step < warmup_steps:
+        return max_lr * step / warmup_steps
+    progress = (step - warmup_steps) / (max_steps - warmup_steps)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
+
+
 def lr_factor_times_max(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
     """A multiplier in [min_lr / max_lr, 1], as LambdaLR would take, times max_lr."""
     floor = min_lr / max_lr
@@ -100,6 +109,7 @@ class AdamWOutOfPlace:
 CASES = [
     ("warmup_cosine_lr", lr_piecewise_sin),
     ("warmup_cosine_lr", lr_factor_times_max),
+    ("warmup_cosine_lr", lr_warmup_step_over_w),
     ("clip_grad_norm", clip_flat_vector),
     ("clip_grad_norm", clip_python_sum),
     ("AdamW", AdamWDictState),

@@ -4,9 +4,9 @@ import math
 import torch
 
 
-def lr_warmup_from_zero(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
-    if step < warmup_steps:
-        return max_lr * step / warmup_steps  # bug: step 0 gets lr 0
+def lr_warmup_one_step_long(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    if step <= warmup_steps:  # bug: step warmup_steps still warms up, above max_lr
+        return max_lr * (step + 1) / warmup_steps
     progress = (step - warmup_steps) / (max_steps - warmup_steps)
     return min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
 
@@ -123,7 +123,7 @@ class AdamWEpsInsideSqrt(_AdamW):
 
 
 CASES = [
-    ("warmup_cosine_lr", lr_warmup_from_zero, "lr_warmup_off_by_one"),
+    ("warmup_cosine_lr", lr_warmup_one_step_long, "lr_warmup_off_by_one"),
     ("warmup_cosine_lr", lr_to_zero, "lr_cosine_ignores_min_lr"),
     ("warmup_cosine_lr", lr_cosine_whole_run, "lr_cosine_from_step_zero"),
     ("clip_grad_norm", clip_each, "clip_per_parameter"),

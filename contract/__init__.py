@@ -147,8 +147,9 @@ COMPONENTS = (
     _c("estimate_loss", "08", "gpt_data", "provided", "mean loss over fixed, seeded batches",
        "model, data, block_size, batch_size=32, num_batches=8, seed=1234"),
     _c("warmup_cosine_lr", "08", "training", "graded",
-       "learning rate of 0-based `step`: linear warmup `max_lr * (step + 1) / warmup_steps`, then cosine decay to "
-       "`min_lr`", "step, max_lr, warmup_steps, max_steps, min_lr=0.0"),
+       "learning rate of 0-based `step`: linear warmup `max_lr * (step + 1) / warmup_steps` "
+       "(`max_lr * step / warmup_steps` is accepted too), then cosine decay to `min_lr`",
+       "step, max_lr, warmup_steps, max_steps, min_lr=0.0"),
     _c("clip_grad_norm", "08", "training", "graded",
        "gradients scaled in place by `max_norm / (total + 1e-6)` when their global L2 norm exceeds `max_norm` "
        "-> the norm before clipping", "parameters, max_norm"),

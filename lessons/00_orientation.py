@@ -266,11 +266,11 @@ with np.errstate(over="ignore", invalid="ignore"):
 #   并在 JupyterLab 里打开它。按 00 → 07 的顺序做。
 #   之后还有第 08 章（从 Transformer 到 GPT）、第 09 章（解码与开销）、第 10 章（手撕练习库）和附录 `11_tokenizers`
 #   （子词分词：亲手写 BPE，再读 WordPiece、SentencePiece），附录学完第 06 章后随时可做。
-#   第 08 章和第 09 章各有一个训练单元格，在 2 核 CPU 上要跑几分钟（有进度条）。
+#   第 08 章有一个训练单元格，在 2 核 CPU 上要跑几分钟（有进度条）；第 09 章直接加载第 08 章训练好的模型。
 # - **从头运行**：菜单 *Kernel → Restart Kernel and Run All Cells*。每章开头的设置单元（setup cell）固定了随机种子，
 #   所以重跑得到相同的数字；改了前面的单元，记得从头重跑，别依赖旧的变量。
-# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章要训练 7 个小模型（第 9、13、14 节），第 08、09 章各训练一个小 GPT，都要几分钟。
-# - **测试整个课程**（维护者）：`make test`。
+# - **只在 CPU 上运行**：每章在双核 CPU 上一分钟左右跑完；第 07 章默认训练 4 个小模型（第 9、13、14 节），合计也在一分钟左右；
+#   第 08 章训练一个小 GPT，要几分钟；第 09 章加载它（找不到第 08 章存下的模型时才重新训练，也要几分钟）。
 # - **nbgrader**（老师）：见 `README.md` 的 Instructor path 和 `docs/INSTRUCTOR.md`。
 #
 # ## 5. 排错清单：损失不降、或者降了却不会做题时查什么
@@ -286,7 +286,7 @@ with np.errstate(over="ignore", invalid="ignore"):
 # 4. **NaN。** 整行被遮挡时 `-inf` 会得到 NaN，并沿着梯度扩散到所有参数。→ [01 第 6 节](01_attention.ipynb)、[05 第 1 节](05_layers.ipynb)
 # 5. **损失里的 PAD。** 用 `ignore_index` 排除 PAD，分母是非 PAD 的个数。→ [07 第 3 节](07_copy_task.ipynb)
 # 6. **缩放。** 分数除以 $\sqrt{d_k}$（[01 第 5 节](01_attention.ipynb)）；嵌入乘 $\sqrt{d_{\text{model}}}$（[06 第 2 节](06_transformer.ipynb)）。
-# 7. **位置编码。** 忘了加，模型就不知道顺序，复制任务一条也抄不对。→ [03 第 1 节](03_positional.ipynb)、[07 第 14 节](07_copy_task.ipynb)
+# 7. **位置编码。** 忘了加，自注意力就不知道顺序：把输入打乱，输出只是跟着打乱。→ [03 第 1 节](03_positional.ipynb)
 # 8. **一步训练的顺序。** 前向 → 损失 → `zero_grad` → `backward` → `step` → `scheduler.step`。→ [07 第 6 节](07_copy_task.ipynb)
 # 9. **学习率与预热。** 一开始就用大学习率容易发散；小批配大学习率会在噪声里来回跳。→ [07 第 5、13 节](07_copy_task.ipynb)、
 #    [04 第 6 节 Post-LN 与 Pre-LN](04_ffn_layernorm.ipynb)

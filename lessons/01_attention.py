@@ -359,7 +359,7 @@ plt.show()
 #
 # ### 加性掩码（additive mask）：公式不能照抄
 #
-# 不少资料把掩码写成加到分数上的矩阵：$\tilde M = (1 - M)\cdot(-\infty)$，再算 $\mathrm{softmax}(S + \tilde M)$，
+# 掩码也可以写成加到分数上的矩阵：$\tilde M = (1 - M)\cdot(-\infty)$，再算 $\mathrm{softmax}(S + \tilde M)$，
 # 其中 $M = 1$ 表示可以看。数学上的意思是“可以看的位置加 0，遮挡的位置加 $-\infty$”。可是在 IEEE 754 浮点数里
 # $0 \cdot (-\infty) = \text{NaN}$：照字面写成代码，**每个可以看的位置**都变成 NaN，整行 softmax 全是 NaN。
 # 这类公式要用 `torch.where` / `masked_fill` 来实现：`torch.where(mask, 0.0, float("-inf"))`，
@@ -437,7 +437,7 @@ print("causal  ->\n", torch.softmax(S_causal.masked_fill(~allowed, float("-inf")
 # ### 全被遮挡的行：NaN 从哪里来
 #
 # 若把 `<pad>` 查询所在的**行**也整行遮住（而不是只遮挡 `<pad>` 列），这些行就变成“全被遮挡”的行。
-# 很多教程用 `masked_fill(~mask, float("-inf"))`，然后直接 softmax。只要一行里还有一个可见的键，这没问题；可一旦整行都是 $-\infty$，
+# 用 `masked_fill(~mask, float("-inf"))` 再直接 softmax：只要一行里还有一个可见的键，这没问题；可一旦整行都是 $-\infty$，
 # softmax 要算 $e^{-\infty - (-\infty)}$，即 `exp(nan)`，结果整行 NaN；不加处理的话，NaN 会在反向传播里扩散到所有参数。
 # 换成 `-1e9` 不再有 NaN，但整行变成均匀分布——这个查询会平均地从所有（包括 padding 的）位置取信息，同样不对。
 

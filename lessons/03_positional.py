@@ -71,8 +71,8 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # $$
 #
 # 也就是说：**把输入打乱，输出只是跟着同样打乱**，每个 token 得到的向量一模一样。
-# 这叫置换等变（permutation-equivariant）。很容易顺口说成“注意力是置换不变的（permutation-invariant），打乱后注意力权重不变”——
-# 这不准确：权重矩阵的行和列都跟着换了位置（$PAP^\top$），只是每对 token 之间的权重数值不变；
+# 这叫置换等变（permutation-equivariant），不是置换不变（permutation-invariant）：
+# 权重矩阵的行和列都跟着换了位置（$PAP^\top$），只是每对 token 之间的权重数值不变；
 # 真正“不变”的是对所有位置求和或求平均后的结果。
 #
 # 后果：“猫 吃 鱼”和“鱼 吃 猫”里，“猫”这个 token 得到完全相同的表示，模型无从知道谁吃谁。

@@ -84,8 +84,8 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # `nn.Linear` 对任意前导维度 `(..., in)` 都适用，所以不需要把 `(B, T)` 展平。
 #
 # **dropout 放在哪？** 本课程（和 `nn.TransformerEncoderLayer`）在激活之后、`fc2` 之前放一个 dropout；
-# `fc2` 之后、残差相加之前的那个 dropout 属于第 05 章的层，不在 FFN 里。（有的实现把 dropout 放在 `fc2` 之后，
-# 在这里会和层里的 dropout 重复。）
+# `fc2` 之后、残差相加之前的那个 dropout 属于第 05 章的层，不在 FFN 里（若在 FFN 里 `fc2` 之后再放一个，
+# 就和层里的那个重复了）。
 
 # %% [markdown]
 # ### ReLU 与 GELU
@@ -95,7 +95,8 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # `F.gelu` 默认用精确的 erf 公式；GPT-2 用的是 tanh 近似 `F.gelu(x, approximate="tanh")`，
 # 两者最大相差约 $4.7 \times 10^{-4}$（在 $x \approx \pm 2.7$ 处，下面实测）。
 # 本课程的 `"gelu"` 指精确版本。今天的大模型（Llama、Qwen）多用 SwiGLU：$\big(\mathrm{SiLU}(x W_1) \odot x W_3\big) W_2$，三个矩阵，
-# 为保持参数量把 $d_{\text{ff}}$ 取为约 $\tfrac{8}{3} d_{\text{model}}$。
+# 原始 LLaMA 为了与 $d_{\text{ff}} = 4 d_{\text{model}}$ 的普通 FFN 参数量相当，把 $d_{\text{ff}}$ 取为约 $\tfrac{8}{3} d_{\text{model}}$；
+# 后来的模型常取得更宽（Llama 3 8B 是 $3.5\,d_{\text{model}}$）。
 
 # %%
 xs = torch.linspace(-4, 4, 401)
@@ -359,16 +360,16 @@ plt.show()
 #   所以**最后一层之后要再加一个 LN**；而且深层的子层对残差流的相对贡献变小。
 # - 现代大模型的常见组合是 **Pre-LN + RMSNorm**。
 #
-# 更正一个常见说法：BERT 用的是 **Post-LN**（和原论文一样），不是 Pre-LN；GPT-2 起才改成 Pre-LN。
+# BERT 用的是 **Post-LN**（和原论文一样）；GPT-2 起才改成 Pre-LN。
 #
 # 下面做一个小实验：24 层随机初始化的残差块（子层是 FFN，LN 不带参数），输入随机向量，损失取输出的一个固定线性读出。
 # 比较两种结构的（1）每层之后隐藏状态的尺度，（2）每层权重的梯度大小，（3）不同深度时最后一层的梯度。
 # 权重用 Xavier 正态初始化（`nn.init.xavier_normal_`，标准差 $\sqrt{2/(\text{fan\_in} + \text{fan\_out})}$），偏置取 0，
 # 全部由 `seed` 决定，所以单独重跑这个单元格，数字也不变。
 #
-# 顺带更正一个常见的叫法：用 $\mathcal{N}(0,\ 2/d_{\text{model}})$（标准差 $\sqrt{2/d_{\text{model}}}$）初始化
-# $d_{\text{model}} \times d_{\text{model}}$ 的矩阵，常被误称为 Xavier 初始化。那其实是 He（Kaiming）初始化：标准差 $\sqrt{2/\text{fan\_in}}$，
-# 为 ReLU 设计。同样大小的矩阵用 Xavier 正态初始化，标准差是 $\sqrt{2/(d + d)} = \sqrt{1/d}$（均匀版的区间是 $\pm\sqrt{6/(2d)}$），方差只有前者的一半。
+# 顺带分清两种初始化：标准差 $\sqrt{2/\text{fan\_in}}$（方阵时即 $\mathcal{N}(0,\ 2/d_{\text{model}})$）是 He（Kaiming）初始化，
+# 为 ReLU 设计；Xavier 正态初始化的标准差是 $\sqrt{2/(\text{fan\_in} + \text{fan\_out})}$，$d_{\text{model}} \times d_{\text{model}}$ 的矩阵上
+# 是 $\sqrt{2/(d + d)} = \sqrt{1/d}$（均匀版的区间是 $\pm\sqrt{6/(2d)}$），方差只有 He 的一半。
 
 # %% demo=true
 def stack_stats(variant, num_layers, d=64, seed=1):

@@ -84,7 +84,7 @@ FINISH_FIRST = "完成上面的练习后再运行 / finish the exercise above fi
 # | `greedy_decode(src, bos_id, eos_id, max_new_tokens)` | → `(B, ≤ 1 + max_new_tokens)`：调用第 6 节的函数 `greedy_decode(model, ...)` | 同上 |
 #
 # 掩码**在模型内部**从 `pad_id` 构造，调用者只需给 token id。这样用的人就不可能传错约定、传错形状
-# （常见的设计是让调用者自己传 `src_pad`，而且默认 `None`——忘了传，`<pad>` 就参与注意力，不报错）。
+# （若让调用者自己传填充掩码、默认 `None`，忘了传，`<pad>` 就参与注意力，不报错）。
 
 # %% [markdown]
 # ## 2. 嵌入为什么要乘 $\sqrt{d_{\text{model}}}$
@@ -636,14 +636,14 @@ print(f"base model forward, n_src = n_tgt = 1024: {(enc + dec + head) / 1e9:.1f}
 #
 # **仅编码器怎么做分类？** 把整句编码成 `(B, T, d)` 之后，需要一个句向量 `(B, d)` 再接线性分类头：要么在句首放一个特殊的
 # `[CLS]` token，取它的输出（BERT）；要么对真实 token 做平均池化（mean pooling）——求平均时要用填充掩码排除 `<pad>`。
-# **ViT（Vision Transformer）**把图像当成 token 序列：$224 \times 224$ 的图像切成 $16 \times 16$ 的小块（patch），
+# **ViT**（Vision Transformer）把图像当成 token 序列：$224 \times 224$ 的图像切成 $16 \times 16$ 的小块（patch），
 # 得到 $14 \times 14 = 196$ 个 token（每块 $16 \times 16 \times 3 = 768$ 个像素值，经线性层映射到 $d$ 维），再加一个 `[CLS]` 共 197 个，
 # 之后就是标准的编码器。块越小，token 越多，注意力的 $n^2$ 代价越高。
 #
 # **怎么评价？** 翻译用 BLEU（与参考译文的 $n$-gram 重合度，带长度惩罚；原论文 base 模型在 WMT 英德上是 27.3）；
 # 语言模型用困惑度（perplexity）$= \exp(\text{平均交叉熵})$，可以理解为“平均在多少个 token 之间犹豫”，均匀猜 $V$ 个 token 时恰好是 $V$；
 # 工程上还要量吞吐（tokens/sec）和显存峰值（如 `torch.cuda.max_memory_allocated()`），比较 $n = 512$ 与 $n = 1024$ 的吞吐就能直接看到 $n^2$ 的代价。
-# **前缀语言模型（prefix LM）**介于两者之间：前缀部分内部双向可见，生成部分因果（UniLM、GLM 属于这类；
+# **前缀语言模型**（prefix LM）介于两者之间：前缀部分内部双向可见，生成部分因果（UniLM、GLM 属于这类；
 # T5 本身是编码器-解码器，它的论文把 prefix LM 作为对照实验比较过）。
 #
 # 三种架构的区别全在自注意力的掩码上。下面把它们画在一起（6 个位置，前缀 3 个；True = 可以看）：
@@ -784,8 +784,8 @@ plt.show()
 # 单头注意力比最好的设置低 0.9 BLEU，头太多也会变差；把正弦位置编码换成学习的位置嵌入，结果几乎相同；
 # 更大的模型（$d_{\text{model}}$、$d_{\text{ff}}$ 更大）更好，也更贵。本课程里有几个能在 CPU 上跑的相关小实验：
 # 第 01 章的 $\sqrt{d_k}$ 实验（不缩放时 softmax 饱和、梯度变小），第 03 章去掉位置编码后自注意力对 token 顺序置换等变，
-# 第 04 章 Post-LN 与 Pre-LN 的激活和梯度尺度对比；第 07 章第 14 节在复制任务上把去掉位置编码、单头、不缩放、更窄的 FFN
-# 各训练一遍（每次不到半分钟），表格由单元格打印。
+# 第 04 章 Post-LN 与 Pre-LN 的激活和梯度尺度对比；第 07 章第 14 节在复制任务上默认训练去掉缩放、分头写错这两种改动，
+# 把开关 `MORE_ABLATIONS` 改成 `True` 还会训练去掉位置编码、单头、更窄的 FFN 这三种，表格由单元格打印。
 # 看注意力权重（例如每个查询权重最大的 top-k 个键，`torch.topk(attn, k, dim=-1)`）可以检查模型有没有学到预期的对齐
 # （第 07 章的交叉注意力就是一条对角线），但权重不等于解释：Jain & Wallace（2019，*Attention is not Explanation*）发现，
 # 注意力权重常与基于梯度的特征重要性不一致，换一组差别很大的权重，预测也可能几乎不变。

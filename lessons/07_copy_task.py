@@ -17,7 +17,7 @@
 # **把输入序列原样抄一遍**。输入 `7 3 9`，输出 `7 3 9 <EOS>`。
 #
 # 任务虽简单，却用到了真实训练的全部零件：带 BOS/EOS/PAD 的变长批次（batch）、忽略填充的损失（loss masking）、
-# 学习率预热（warmup）、训练循环、在**留出集（held-out set）**上的精确匹配（exact match）评估、贪心解码（greedy decoding），
+# 学习率预热（warmup）、训练循环、在**留出集**（held-out set）上的精确匹配（exact match）评估、贪心解码（greedy decoding），
 # 以及训练后的交叉注意力（cross-attention）图——它会呈现一条清晰的对角线：输出第 $i$ 个 token 时，模型去看输入的第 $i$ 个 token。
 #
 # **本章共 10 分**，4 个练习：
@@ -29,10 +29,11 @@
 # | `exact_match` | `exact_match_counts_rows` | 整行（到第一个 EOS 为止）全对才算对 | 3 |
 # | `train_step` | `train_step_updates_model` | 前向、损失、清梯度、反向、更新、调度器，一步不差 | 2 |
 #
-# 一个提醒（面试也常问）：**复制任务学会了，并不证明实现是对的**。比如漏掉缩放因子 $1/\sqrt{d_k}$，模型照样能学会复制。
+# 一个提醒（面试也常问）：**复制任务学会了，并不证明实现是对的**。比如漏掉缩放因子 $1/\sqrt{d_k}$，这个小模型照样学得会复制，
+# 只是慢一些（第 14 节的表里有这一行）。
 # 反过来，有的 bug 只有评估方法选对了才抓得住：分头时把 `(B, T, d_model)` 直接 `view` 成 `(B, H, T, d_k)`，
 # 不同位置的数混在一起，后面 token 的信息绕过了因果掩码——教师强制下逐位置的 arg-max 几乎全对，贪心解码却一条也抄不对
-# （第 7 节讲为什么，第 14 节实际跑一遍；缩放的例子和另外几个消融，在那里改一个开关就能跑）。正确性靠前几章与参考实现、与 PyTorch 内置模块的逐数值比较；
+# （第 7 节讲为什么，第 14 节实际跑一遍；另外几个消融，在那里改一个开关就能跑）。正确性靠前几章与参考实现、与 PyTorch 内置模块的逐数值比较；
 # 复制任务证明的是“数据、掩码、损失、优化、解码这条流水线能把模型训练出来”。
 
 # %%
@@ -159,7 +160,8 @@ print(f"PAD share of tgt_out: expected {(MAX_LEN - (MIN_LEN + MAX_LEN) / 2) / (M
 #
 # 1. **损失不再只衡量任务本身。** “EOS 之后全是 PAD”毫无难度，模型很快学会，这些位置的损失趋近 0；报告的平均损失就约等于
 #    真实位置的损失 × (1 − PAD 比例)，看上去低了四成。PAD 比例又随每批的长度组合变化（上面的范围），同一个模型在不同批次上的损失也就不可比。
-# 2. **真实 token 的梯度被同一个比例稀释**：相当于学习率随每批的填充多少忽大忽小。
+# 2. **真实 token 的梯度被同一个比例稀释**：用 SGD 时，相当于学习率随每批的填充多少忽大忽小（Adam 按梯度的尺度归一化步长，
+#    抵消了大部分这种整体缩放，但损失曲线照样不可比）。
 # 3. 多学的“EOS 之后输出 PAD”推理时用不上：贪心解码对已结束的行自己补 PAD。
 #
 # 复制任务很简单，带着 PAD 训练多半也能学会；排除 PAD 的理由不是“否则学不会”，而是让损失只衡量任务，
@@ -217,8 +219,10 @@ print(f"by the formula {_by_formula.item():.6f}, F.cross_entropy {_torch.item():
 print(f"without smoothing: {F.cross_entropy(_logits.reshape(-1, _C), _tgt.reshape(-1), ignore_index=PAD_ID).item():.6f}")
 
 # %% [markdown]
-# 平滑后的损失总比不平滑的高一些：即使模型把正确答案的概率预测到 1，第二项也不为 0。所以用了标签平滑时，
-# 损失的下限不是 0。第 10 章的手撕练习库里有这道题（`cross_entropy`，带 `ignore_index` 和 `label_smoothing`）。
+# 平滑后的损失不一定比不平滑的高：两者之差是 $\epsilon \cdot \big(\tfrac{1}{C}\sum_c (-\log p_c) - (-\log p_y)\big)$，
+# 只有正确类别的概率 $p_y$ 高于各类概率的几何平均时才是正的。上面这组随机 logits 就是反例：平滑后的损失反而低一些。
+# 模型训练好了、$p_y$ 接近 1 时，差就是正的，而且第二项不为 0：即使 $p_y = 1$，平滑后的损失也不是 0——用了标签平滑，损失的下限不是 0。
+# 第 10 章的手撕练习库里有这道题（`cross_entropy`，带 `ignore_index` 和 `label_smoothing`）。
 
 # %% [markdown]
 # ## 4. 练习 3：精确匹配 `exact_match`
@@ -340,7 +344,7 @@ for (_n, _p), _q in zip(_model.named_parameters(), _twin.parameters()):
 # 所以平时用一次前向估计，达到目标时再用真正的 `greedy_decode` 确认，报告的数字是贪心解码的：它不依赖这个前提，
 # 正好能抓住泄漏未来的 bug（第 14 节有一个实例）。
 #
-# 本章的配方（recipe），在 2 核 CPU 上几十秒内达到 99.9 %（两个随机种子都验证过，见 `benchmarks/copy_task.py`）：
+# 本章的配方（recipe），在 2 核 CPU 上几十秒内达到 99.9 %（第 9 节的训练单元格打印用了多少步、多少秒）：
 #
 # | 项 | 取值 | 为什么 |
 # | --- | --- | --- |
@@ -357,7 +361,7 @@ for (_n, _p), _q in zip(_model.named_parameters(), _twin.parameters()):
 #
 # 留出集用**自己的**随机数生成器（种子 10000）生成，训练数据用另一个（种子 0）。为了让“没见过”站得住，留出集全部取最长的
 # $L = 10$：这样的序列共有 $10^{10}$ 种，而训练 1500 步最多见到 $1500 \times 128 = 192{,}000$ 个序列，其中约十分之一长度为 10。
-# 下面算出留出集与训练数据重合个数的期望值——远小于 1。（`benchmarks/copy_task.py` 还会把训练批次重放一遍，实际数一数重合个数。）
+# 下面算出留出集与训练数据重合个数的期望值——远小于 1。
 # 最长的序列也最难：10 个位置全对才算对。
 
 # %%
@@ -398,7 +402,8 @@ except NotImplementedError:
 # %% [markdown]
 # ## 10. 损失曲线
 #
-# 左轴（对数刻度）是每步的训练损失，右轴是留出集精确匹配。通常能看到：第 1 步的损失（下面打印）比均匀猜的 $\ln 13 \approx 2.56$ 还高，开始的几十步下降得不快
+# 左轴（对数刻度）是每步的训练损失，右轴是留出集上的精确匹配：每次评估用一次教师强制前向的 arg-max（第 7 节；达到目标时才用贪心解码确认）。
+# 通常能看到：第 1 步的损失（下面打印）比均匀猜的 $\ln 13 \approx 2.56$ 还高，开始的几十步下降得不快
 # （学习率还在预热，模型先学会“输出内容符号、在第 $L$ 位输出 EOS”这类统计规律）；然后精确匹配从 0 突然爬升——
 # 模型“想通了”按位置对齐；中途精确匹配可能骤降几次（峰值学习率 0.0125 偏大时的典型现象，学习率衰减后消失）；最后损失降到 $10^{-3}$ 以下，精确匹配到 99.9 %。
 #
@@ -449,7 +454,7 @@ else:
 #
 # 解码器的交叉注意力决定“写第 $t$ 个 token 时去看源序列的哪里”。复制任务的正确答案是：解码器第 $t$ 个位置（输入是 BOS 或
 # 第 $t-1$ 个内容符号，要预测第 $t$ 个内容符号）应该看源序列的第 $t$ 个位置。训练好的模型果然学出了这条**对角线**；
-# EOS 那一行看向源序列的 EOS，PAD 列的权重恰为 0（键填充掩码）。
+# 要预测 EOS 的那一行（输入是最后一个内容符号）看向源序列的 EOS，PAD 列的权重恰为 0（键填充掩码）。
 #
 # 权重是 `DecoderLayer` 在 `forward` 里返回的；`Transformer.decode` 没有把它们传出来，这里用前向钩子（forward hook）
 # 把每个 `cross_attn` 模块的第二个输出 `(B, H, T_t, T_s)` 记下来。
@@ -487,9 +492,9 @@ else:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# ## 13. 常见误区：“训练了却学不会，说明实现有错”
+# ## 13. 训练了却学不会，就是实现有错吗？
 #
-# 一个常见的复制任务起步配置：词表 100（97 种内容符号），定长 5，批大小 16，`d_model = 128`、2 层、dropout 0.1，
+# 看一个复制任务的起步配置：词表 100（97 种内容符号），定长 5，批大小 16，`d_model = 128`、2 层、dropout 0.1，
 # Adam 常数学习率 $3\times10^{-4}$（默认 $\beta_2 = 0.999$，没有预热），训练 **50 步**。训练完损失只比均匀猜（$\ln 97 \approx 4.6$）
 # 低一点，解码结果不是重复某个符号就是直接输出 EOS，一条也抄不对，于是很容易怀疑模型写错了。
 # 下面用我们的 `Transformer` 按这组超参数跑一次：词表、长度、批大小、模型尺寸、优化器、学习率和步数都相同；
@@ -524,35 +529,28 @@ else:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 那么是哪里不够？维护者的基准脚本 `benchmarks/copy_task.py`（消融选项见脚本开头的用法说明）从上面的设置出发，每次改表中列出的一两个因素重跑这次训练，
-# 在 1,000 条留出序列上贪心解码（2 核 CPU 上实测；用时随机器而变）：
-#
-# | 改动（其余同上面的设置） | 见过的序列 | 精确匹配 | 逐 token 准确率 | 用时 |
-# | --- | --- | --- | --- | --- |
-# | 原样：50 步 × 批 16，Adam 常数 $3\times10^{-4}$，dropout 0.1 | 800 | 0.000 | 0.000 | 2 s |
-# | 500 步 | 8,000 | 0.005 | 0.436 | 17 s |
-# | 500 步，批 128 | 64,000 | 0.996 | 0.999 | 65 s |
-# | 4,000 步，批 16 | 64,000 | 0.994 | 0.999 | 140 s |
-# | 500 步，Noam 预热（峰值 $8.8\times10^{-3}$） | 8,000 | 0.000 | 0.005 | 19 s |
-# | 500 步，批 128，Noam | 64,000 | 0.987 | 0.997 | 57 s |
-# | 500 步，批 128，Noam，dropout 0 | 64,000 | 0.952 | 0.989 | 48 s |
-# | 本章的配方：1 层、$d_{\text{model}} = 64$，批 128，Noam | 121,600（950 步） | 0.999 | — | 27 s |
-#
-# 1. **主因：见过的数据太少。** 50 步 × 16 = 800 条序列、4,000 个内容 token，每种内容符号平均只出现约 41 次。
+# 那么是哪里不够？先数一数这次运行**见过多少数据**，和本章的配方比一比（下面的单元格算）。
+
+# %% demo=true
+_seen, _content = 50 * 16, 50 * 16 * 5                                          # sequences, content tokens
+print(f"the run above: {_seen} sequences, {_content:,} content tokens, each of the 97 symbols ~{_content / 97:.0f} times")
+if history is not None:
+    print(f"this chapter's recipe (section 9): ~{history['steps'] * 128:,} sequences before it reached 99.9 %, "
+          f"~{history['steps'] * 128 / _seen:.0f} times as many")
+
+# %% [markdown]
+# 1. **主因：见过的数据太少。** 50 步 × 16 = 800 条序列，每种内容符号平均只出现约 41 次（上面一行）。
 #    模型先学会最容易的统计规律（“第 6 个位置是 EOS”“输出某个常见的内容符号”），上面那次运行的损失
 #    从均匀猜的水平（$\ln 97 \approx 4.6$）降下来的那一点基本就是这些；按位置对齐（复制的本质）还没开始学。
-#    同一个模型、同一个常数学习率，见过 6.4 万条序列就到 99.6 %。
-#    6.4 万条用批 128 走 500 步，还是用批 16 走 4,000 步，结果几乎一样：起决定作用的是数据量。大批的好处是同样的数据
-#    用更少的步、更短的时间（65 s 对 140 s）。
-# 2. **学习率 $3\times10^{-4}$ 不是原因**：数据够了它就够用。反倒是只把学习率调大（批 16 上预热到 $8.8\times10^{-3}$），
-#    训练直接失败，损失停在 4.04：小批的梯度噪声大，这么大的步长让 Adam 在噪声里来回跳。大学习率要配大批，本章的配方是峰值 0.0125 配批 128。
-# 3. **dropout 0.1 也不是原因**：去掉它，500 步的结果并没有更好（0.952 对 0.987；只跑了一个种子，这点差别在波动之内）。
-#    复制任务每步都是新数据，不会过拟合，用不着正则化，但开着也不碍事。
-# 4. 本章换成更小的模型（1 层、$d_{\text{model}} = 64$）和 10 种内容符号，是为了在 CPU 上几十秒内练到 99.9 %；
-#    同一配方在上面那个任务（97 种内容符号、定长 5）上 950 步、27 s 也到 99.9 %。
+#    本章的配方在达到 99.9 % 之前见过的序列是它的几十倍（上面第二行）。
+# 2. **别先去调学习率。** 小批的梯度噪声大，只把学习率调大，步子大了噪声也跟着放大，容易在噪声里来回跳；大学习率要配大批，
+#    本章的配方是峰值 0.0125 配批 128（第 5 节的 Noam 调度）。
+# 3. **dropout 0.1 不是原因**：复制任务每步都是新数据，不会过拟合，用不着正则化，但开着也不碍事。
 #
-# 反过来说，那次运行并没有证明模型实现有错：它只是**远没训练完**，50 步只见过所需数据的约 1 %。
-# 学不会时，先算一算模型见过多少数据，再去怀疑实现。
+# 动手试一试：把上面那个单元格里的 `range(1, 51)` 改成 `range(1, 501)`、`make_copy_batch(16, ...)` 的批大小改成 128
+# （2 核 CPU 上约一分钟），再看精确匹配。
+#
+# 那次运行并没有证明模型实现有错：它只是**远没训练完**。学不会时，先算一算模型见过多少数据，再去怀疑实现。
 #
 # ## 14. 消融：拿掉一个零件会怎样
 #
@@ -561,8 +559,8 @@ else:
 # 和贪心解码的。
 # 改动都做在注意力模块上或模型的零件上：`AblatedMHA` 就是第 02 章的 `MultiHeadAttention` 加一个 `variant` 开关，
 # 训练前把模型里的注意力模块换成它（权重不变，只换 `forward`）。最后一行是开头说的分头 bug：直接 `view(B, H, T, d_k)`。
-# 为了让整本笔记本一分钟内跑完，默认只跑分头 bug；把 `MORE_ABLATIONS` 改成 `True` 再运行这一格，会多四行
-# （没有缩放、没有位置编码、1 个头、更窄的 FFN，约多一分钟）。
+# 为了让整本笔记本一分钟左右跑完，默认只跑没有缩放和分头 bug 这两行；把 `MORE_ABLATIONS` 改成 `True` 再运行这一格，会多三行
+# （没有位置编码、1 个头、更窄的 FFN，约多一分钟）。
 
 # %% demo=true
 class AblatedMHA(MultiHeadAttention):
@@ -588,7 +586,7 @@ class AblatedMHA(MultiHeadAttention):
 
 
 ABLATION_STEPS = 300
-MORE_ABLATIONS = False  # True: also no 1/sqrt(d_k), no positional encoding, 1 head, d_ff = 32 (four more runs)
+MORE_ABLATIONS = False  # True: also no positional encoding, 1 head, d_ff = 32 (three more runs)
 
 
 def ablation_run(variant=None, num_heads=4, d_ff=128, positions=True):
@@ -609,7 +607,7 @@ def ablation_run(variant=None, num_heads=4, d_ff=128, positions=True):
 
 def ablation_row(name, h):
     """One table row, up to step ABLATION_STEPS and at the ablations' evaluation steps; every number depends
-    on the training trajectory, hence the ~ (nbval ignores them). A run that went on past ABLATION_STEPS
+    on the training trajectory, hence the ~ (another CPU may round them differently). A run that went on past ABLATION_STEPS
     (section 9's) had no greedy decoding there: "-"."""
     evals = [(step, score) for step, score in h["evals"] if step <= ABLATION_STEPS and step % 50 == 0]
     greedy = "~" + format(h["exact_match"], ".3f") if h["steps"] <= ABLATION_STEPS else "-"
@@ -622,10 +620,10 @@ if GRADING:                                                       # nbgrader: no
 elif history is not None:
     print(f"{'change (the rest: the recipe)':<40} {'steps':>7} {'best':>7} {'teacher-forced':>15} {'greedy':>7}")
     print(ablation_row("none: the recipe (section 9's run)", history))
-    _changes = []
+    _changes = [("no 1/sqrt(d_k) scaling", {"variant": "no_scale"})]
     if MORE_ABLATIONS:
-        _changes += [("no 1/sqrt(d_k) scaling", {"variant": "no_scale"}), ("no positional encoding", {"positions": False}),
-                     ("1 head instead of 4", {"num_heads": 1}), ("FFN width d_ff = 32 instead of 128", {"d_ff": 32})]
+        _changes += [("no positional encoding", {"positions": False}), ("1 head instead of 4", {"num_heads": 1}),
+                     ("FFN width d_ff = 32 instead of 128", {"d_ff": 32})]
     for _name, _kwargs in _changes + [("bug: heads split by view(B, H, T, d_k)", {"variant": "split_bug"})]:
         print(ablation_row(_name, ablation_run(**_kwargs)))
 else:
@@ -637,14 +635,14 @@ else:
 # 对没有泄漏的因果解码器，教师强制整行全对就等于贪心解码全对（第 7 节）。
 # 带 `~` 的数字取决于训练轨迹，你机器上的可能略有不同。
 #
-# - **`MORE_ABLATIONS = True` 的四行，自己跑一跑。** 没有 $1/\sqrt{d_k}$ 照样学得会：维护者跑的一次里，300 步内的 `best`
-#   和配方差不多（0.984 对 0.971；比较 `best`，因为最后一次评估可能正落在第 10 节说的精确匹配骤降里）。
+# - **没有 $1/\sqrt{d_k}$：照样学得会，只是慢一些。** 这一行 300 步内的 `best` 也到了九成左右，比配方那一行低一些
+#   （比较 `best`，因为最后一次评估可能正落在第 10 节说的精确匹配骤降里）。
 #   本章的模型 $d_k = 16$，分数只大了 4 倍；第 01 章的实验里，$d_k$ 越大，没有缩放的 softmax 越饱和、梯度越小，
-#   更大的模型上它会拖慢甚至搅乱训练；Adam 按梯度的尺度归一化步长，也帮着掩盖了它。这正是开头说的“学会了不证明实现对”：
-#   这个 bug 要靠逐数值的比较（第 01 章的检查）才抓得住。没有位置编码，应当一条也抄不对：注意力对键的顺序不敏感，编码器输出的是一个
-#   “集合”，解码器知道源序列里有哪些符号，却不知道谁在第几位，复制恰恰要按位置对齐。复制只需要一种对齐（第 $t$ 个查询看第 $t$ 个键），
-#   所以 1 个头应当就够；更窄的 FFN 多半也学得会（看 `best`），但 300 步内未必稳定：最后一次评估可能正落在第 10 节说的那种
-#   精确匹配骤降里。多头和宽 FFN 的好处要在真实任务上才看得清（第 02 章引的原论文表 3）。
+#   更大的模型上它会拖慢甚至搅乱训练。这正是开头说的“学会了不证明实现对”：这个 bug 要靠逐数值的比较（第 01 章的检查）才抓得住。
+# - **`MORE_ABLATIONS = True` 的三行，自己跑一跑，先猜结果。** 没有位置编码时，注意力对键的顺序不敏感，编码器输出的是一个
+#   “集合”：解码器知道源序列里有哪些符号，却不知道谁在第几位，而复制恰恰要按位置对齐。复制只需要一种对齐（第 $t$ 个查询看第 $t$ 个键），
+#   1 个头够不够？更窄的 FFN 呢（看 `best`，最后一次评估可能正落在精确匹配骤降里）？多头和宽 FFN 的好处要在真实任务上才看得清
+#   （第 02 章引的原论文表 3）。
 # - **分头 bug：教师强制的精确匹配几乎满分，贪心解码却是 0。** 直接 `view(B, H, T, d_k)` 时，一个头的第 $t$ 行其实是
 #   别的位置的数（有的头的行取自 $t$ 之后的位置）；因果掩码按行遮挡，挡不住已经混进行里的未来信息。教师强制时未来就是答案，
 #   模型学会了抄它；贪心解码时未来还不存在，一个也对不上。这就是第 7 节说的：报告的数字必须是贪心解码的。

@@ -129,8 +129,9 @@ except NotImplementedError:
 # ## 3. WordPiece：按似然增益合并
 #
 # **WordPiece**（BERT）的训练流程同 BPE，但合并的标准不是次数，而是**似然增益**
-# $\dfrac{\text{count}(ab)}{\text{count}(a)\cdot\text{count}(b)}$：两个符号“总是一起出现”才优先合并。
-# 词中间的片段带 `##` 前缀表示“接在前一个片段后面”，如 `playing` → `play`, `##ing`；编码时从词首开始贪心地取词表里最长的匹配。
+# $\dfrac{\text{count}(ab)}{\text{count}(a)\cdot\text{count}(b)}$：两个符号“总是一起出现”才优先合并
+# （Google 没有公开 WordPiece 的训练代码；这个公式是 Hugging Face 教程里的重现）。
+# 词中间的片段带 `##` 前缀表示“接在前一个片段后面”，如 bert-base-uncased 把 `unaffable` 切成 `un`, `##aff`, `##able`；编码时从词首开始贪心地取词表里最长的匹配。
 #
 # 同一份语料上，BPE 与 WordPiece 第一步选的对就不同：
 
@@ -148,7 +149,7 @@ for name, (a, b) in (("BPE", bpe_best), ("WordPiece", wordpiece_best)):
           f"score {pair_counts[a, b] / (units[a] * units[b]):.3f})")
 
 # %% [markdown]
-# BPE 选最常见的 `e + s`（9 次，与 `s + t` 并列，按第 2 节的规则取先数到的一对）；
+# BPE 选最常见的 `e + s`（9 次，与 `s + t`、`t + </w>` 三者并列，按第 2 节的规则取先数到的一对）；
 # WordPiece 选 `i + d`：它只出现 3 次，但 `i` 和 `d` 各自也只出现 3 次，每次都在一起。
 
 # %% [markdown]

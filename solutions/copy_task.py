@@ -142,12 +142,13 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
     (greedy decoding feeds back its own tokens, which are then the true ones). A model whose
     future leaks past the causal mask scores high here and not under greedy decoding, so when
     that score reaches ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the
-    first confirmed evaluation or after ``max_steps``. ``progress`` shows a tqdm bar (stderr).
+    first confirmed evaluation or after ``max_steps``. ``progress``: a tqdm bar on stdout.
 
     Returns a dict: ``loss`` and ``lr`` (one per step), ``evals`` (list of ``(step, score)``,
     teacher-forced), ``exact_match`` (greedy, last confirmation or the final step), ``steps``,
     ``seconds`` (wall time, evaluations included) and ``reached`` (bool).
     """
+    import sys
     import time
 
     from tqdm import tqdm
@@ -159,7 +160,8 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
     eval_tgt_in = eval_tgt_in.masked_fill(eval_tgt_in == EOS_ID, PAD_ID)  # shifted right, EOS dropped
     history = {"loss": [], "lr": [], "evals": [], "exact_match": 0.0, "steps": 0, "seconds": 0.0, "reached": False}
     start = time.perf_counter()
-    bar = tqdm(total=max_steps, desc="train", disable=not progress, mininterval=1.0, ascii=True)
+    bar = tqdm(total=max_steps, desc="train", disable=not progress, mininterval=1.0, ascii=True,
+               file=sys.stdout)
     for step in range(1, max_steps + 1):
         model.train()
         history["lr"].append(optimizer.param_groups[0]["lr"])

@@ -122,11 +122,12 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
     ``warmup_cosine_lr`` (``warmup`` steps, then cosine decay to 10 % of ``lr``), gradients clipped
     by ``clip_grad_norm`` at a global norm of 1. Batches come from their own ``torch.Generator``
     seeded with ``seed``. Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores
-    ``train_data`` and ``val_data`` on fixed windows. ``progress`` shows a tqdm bar (stderr).
+    ``train_data`` and ``val_data`` on fixed windows. ``progress``: a tqdm bar on stdout.
 
     Returns a dict: ``loss`` (one per step), ``evals`` (list of ``(step, train_loss, val_loss)``),
     ``val_loss`` (the last evaluation), ``steps`` and ``seconds`` (wall time).
     """
+    import sys
     import time
 
     from tqdm import tqdm
@@ -136,7 +137,8 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
                   AdamW([p for p in model.parameters() if p.dim() < 2], lr=lr, betas=(0.9, 0.95), weight_decay=0.0)]
     history = {"loss": [], "evals": [], "val_loss": float("nan"), "steps": 0, "seconds": 0.0}
     start = time.perf_counter()
-    bar = tqdm(range(max_steps), desc="train", disable=not progress, mininterval=1.0, ascii=True)
+    bar = tqdm(range(max_steps), desc="train", disable=not progress, mininterval=1.0, ascii=True,
+               file=sys.stdout)
     for step in bar:
         model.train()
         x, y = next_token_batch(train_data, block_size, batch_size, gen)  # (B, T), (B, T)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import nbformat
 import pytest
 from nbval.plugin import get_sanitize_patterns
 
@@ -188,3 +189,56 @@ def test_a_demo_cell_must_not_feed_a_later_cell(tmp_path, monkeypatch):
     lesson.write_text('# %%\nimport math\n\n# %% demo=true grade_id="x" points=1\nassert True\n', encoding="utf-8")
     with pytest.raises(build.LessonError, match="demo=true goes on a plain code cell"):
         build.read_lesson("98_demo")
+
+
+def _key(cells):
+    """A tiny answer key: ``cells`` is a list of (id, source, outputs)."""
+    nb = nbformat.v4.new_notebook()
+    for cell_id, source, outputs in cells:
+        cell = nbformat.v4.new_code_cell(source, id=cell_id, execution_count=1)
+        cell.outputs = [nbformat.from_dict(o) for o in outputs]
+        nb.cells.append(cell)
+    return nb
+
+
+def _stream(text):
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def _figure(png):
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": png, "text/plain": "<Figure size 640x480 with 1 Axes>"}}
+
+
+def test_a_rebuild_keeps_the_committed_outputs_of_a_measurement(tmp_path):
+    """A clean tree after any build: a timing cell (its stored text holds a placeholder of a ``stored:
+    sanitised`` rule) whose source is unchanged and whose outputs nbval could not tell apart keeps the
+    committed outputs, figure and other numbers included; anything else gets the new run's outputs."""
+    committed = _key([
+        ("timing", "measure()", [_stream("T=512: naive ~4 MiB, DURATION\n"), _figure("OLDPNG")]),
+        ("plot", "draw()", [_figure("OLDPNG")]),
+        ("changed", "measure(2)", [_stream("took DURATION\n")]),
+        ("numbers", "show()", [_stream("loss ~5.30\n"), _figure("OLDPNG")]),
+        ("other", "measure()", [_stream("T=512: naive ~4 MiB, DURATION\n")]),
+        ("speed", "speed()", [_stream("speed-up SPEEDUP\n")]),
+    ])
+    path = tmp_path / "key.ipynb"
+    nbformat.write(committed, str(path))
+    rebuilt = _key([
+        ("timing", "measure()", [_stream("T=512: naive ~48 MiB, DURATION\n"), _figure("NEWPNG")]),  # volatile only
+        ("plot", "draw()", [_figure("NEWPNG")]),                        # a deterministic figure redrawn
+        ("changed", "measure(3)", [_stream("took DURATION\n")]),        # its code changed
+        ("numbers", "show()", [_stream("loss ~5.30\n"), _figure("NEWPNG")]),  # no timing: a seeded cell, redrawn
+        ("other", "measure()", [_stream("T=512: naive ~4 MiB, DURATION\n"), _figure("NEWPNG")]),  # one more output
+        ("speed", "speed()", [_stream("speed-up SPEEDUP, now more\n")]),  # nbval would see the difference
+    ])
+    kept = build.keep_stable_outputs(rebuilt, path)
+    outputs = {c.id: c.outputs for c in kept.cells}
+    assert outputs["timing"][0]["text"] == "T=512: naive ~4 MiB, DURATION\n"
+    assert outputs["timing"][1]["data"]["image/png"] == "OLDPNG"
+    assert outputs["plot"][0]["data"]["image/png"] == "NEWPNG"
+    assert outputs["changed"] == rebuilt.cells[2].outputs
+    assert outputs["numbers"][1]["data"]["image/png"] == "NEWPNG"
+    assert len(outputs["other"]) == 2
+    assert outputs["speed"][0]["text"] == "speed-up SPEEDUP, now more\n"
+    assert build.keep_stable_outputs(rebuilt, tmp_path / "missing.ipynb") is rebuilt

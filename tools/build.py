@@ -580,6 +580,54 @@ def sanitize_outputs(executed, source):
     return executed
 
 
+def _output_texts(outputs):
+    """Every text an output list shows (streams and text/* data), in order."""
+    texts = []
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            texts.append(output.get("text", ""))
+        for mime, value in sorted(output.get("data", {}).items()):
+            if mime.startswith("text/") and isinstance(value, str):
+                texts.append(value)
+    return texts
+
+
+def _as_compared(outputs, patterns):
+    """What nbval compares of an output list: each output's kind and its texts with every rule of
+    tools/nbval_sanitize.cfg applied (image bytes are not compared)."""
+    return [(o.get("output_type"), o.get("name"), sorted(o.get("data", {})),
+             [sanitize_text(t, patterns) for t in _output_texts([o])]) for o in outputs]
+
+
+def keep_stable_outputs(executed, previous_path):
+    """Keep the committed outputs of a timing cell that nothing real changed, so that a rebuild (on this
+    machine or on a fresh clone) leaves the tree clean.
+
+    A code cell keeps its committed outputs when (1) the committed answer key has a cell with the same
+    id and the same source, (2) the cell is a measurement: a text it stores holds a placeholder of a
+    ``stored: sanitised`` rule of tools/nbval_sanitize.cfg (a timing, a rate, a speed-up: what changes
+    from run to run on one machine), and (3) nbval could not tell the old outputs from the new ones (the
+    same outputs, texts equal once sanitised with every rule). Its figure and its other numbers (09's
+    memory readings) come from the same run as its timings, so they are kept with them. Every other cell
+    gets the new outputs (a seeded cell reproduces them on this machine). ``--fresh-outputs`` turns this
+    off: use it when what a measurement cell draws with has changed (``tutor/plots``).
+    """
+    if not previous_path.exists():
+        return executed
+    previous = nbformat.read(str(previous_path), as_version=4)
+    old_cells = {c.get("id"): c for c in previous.cells if c.cell_type == "code"}
+    patterns = get_sanitize_patterns(SANITIZE_FILE.read_text(encoding="utf-8"))
+    tokens = {replace.strip() for _, replace in stored_sanitize_patterns() if replace.strip()}
+    for cell in executed.cells:
+        old = old_cells.get(cell.get("id"))
+        if cell.cell_type != "code" or old is None or old.source != cell.source:
+            continue
+        measured = any(tok in t for t in _output_texts(cell.outputs) for tok in tokens)
+        if measured and _as_compared(old.outputs, patterns) == _as_compared(cell.outputs, patterns):
+            cell.outputs = copy.deepcopy(old.outputs)
+    return executed
+
+
 def execute_answer_key(name, nb):
     """Run the answer key in answer_keys/ (nbval's cwd too); returns (notebook, seconds)."""
     ANSWER_KEYS.mkdir(parents=True, exist_ok=True)
@@ -694,6 +742,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NN_topic", help="build only these lessons")
     parser.add_argument("--no-execute", action="store_true", help="do not execute the answer keys")
+    parser.add_argument("--fresh-outputs", action="store_true",
+                        help="store every new output, even a timing cell's whose numbers nbval would not tell apart")
     args = parser.parse_args(argv)
     available = lesson_names()
     names = args.only or available
@@ -733,6 +783,8 @@ def main(argv=None):
             failed.append(name)
             print(f"FAILED to execute {name} (its answer key is left as it was):\n{exc}", file=sys.stderr, flush=True)
             continue
+        if not args.fresh_outputs:
+            answer_key = keep_stable_outputs(answer_key, ANSWER_KEYS / f"{name}.ipynb")
         write_notebook(answer_key, ANSWER_KEYS / f"{name}.ipynb")
         write_english_answer_key(name)
         print(f"executed answer_keys/{name}.ipynb in {seconds:.1f} s", flush=True)

@@ -16,10 +16,10 @@ from ..engine.specs import Bug, Case, FunctionCheck, wrong
 
 MISTAKES = define_mistakes({
     "lr_warmup_off_by_one": (
-        "预热差了一步：第 0 步的学习率是 max_lr * step / warmup = 0，这一步白算了；"
-        "应为 max_lr * (step + 1) / warmup，第 warmup - 1 步正好到 max_lr",
-        "warmup off by one: step 0 gets max_lr * step / warmup = 0, a wasted step; use max_lr * (step + 1) / "
-        "warmup, reaching max_lr at step warmup - 1",
+        "预热多了一步：第 warmup 步还在预热（step <= warmup），学习率升到 max_lr * (warmup + 1) / warmup，"
+        "超过了峰值；预热只占 step < warmup 的那 warmup 步，之后从 max_lr 开始余弦衰减",
+        "warmup one step too long: step warmup still warms up (step <= warmup) and reaches max_lr * (warmup + 1) "
+        "/ warmup, above the peak; the warmup is the steps with step < warmup, then the cosine starts at max_lr",
     ),
     "lr_cosine_ignores_min_lr": (
         "余弦衰减到了 0，没有停在 min_lr：应为 min_lr + (max_lr - min_lr) * (1 + cos) / 2",
@@ -92,18 +92,32 @@ def _lr_values(fn, case):
     return torch.tensor([float(v) for v in values], dtype=torch.float64)  # (max_steps,)
 
 
+def _lr_call(fn, case, _):
+    """The learner's schedule, every step. Two warmup conventions are right: ``max_lr * (step + 1) / W``
+    (the reference, PyTorch's ``LinearLR(start_factor=1/W)``) and ``max_lr * step / W`` (Hugging Face's
+    ``get_cosine_schedule_with_warmup``, the CS336 handout, litgpt, timm, torchtune); a warmup written the
+    second way is compared as the first, so the rest of the schedule is still checked step by step."""
+    values = _lr_values(fn, case)
+    warmup = min(case["warmup_steps"], case["max_steps"])
+    steps = torch.arange(warmup, dtype=torch.float64)  # (W,)
+    if warmup and torch.allclose(values[:warmup], case["max_lr"] * steps / case["warmup_steps"], rtol=1e-9, atol=0.0):
+        values = values.clone()
+        values[:warmup] = case["max_lr"] * (steps + 1) / case["warmup_steps"]
+    return values
+
+
 def lr_variants(ref, case):
     max_lr, warmup, total, min_lr = (case[k] for k in ("max_lr", "warmup_steps", "max_steps", "min_lr"))
 
-    def run(shift=1, low=min_lr, from_zero=False):
+    def run(low=min_lr, from_zero=False, one_step_long=False):
         def lr(step, *_):
-            if step < warmup:
-                return max_lr * (step + shift) / warmup
+            if step < warmup or (one_step_long and step == warmup):
+                return max_lr * (step + 1) / warmup
             progress = step / total if from_zero else (step - warmup) / max(1, total - warmup)
             return low + (max_lr - low) * 0.5 * (1 + math.cos(math.pi * progress))
         return {"lrs": _lr_values(lr, case)}
 
-    return [wrong("lr_warmup_off_by_one", lambda: run(shift=0)),
+    return [wrong("lr_warmup_off_by_one", lambda: run(one_step_long=True)),
             wrong("lr_cosine_ignores_min_lr", lambda: run(low=0.0)),
             wrong("lr_cosine_from_step_zero", lambda: run(from_zero=True))]
 
@@ -232,7 +246,7 @@ def _adamw_cases():
 # ---------------------------------------------------------------- the checks
 
 FunctionCheck("warmup_cosine_lr", cases=_lr_cases, outputs=("lrs",), variants=lr_variants,
-              call=lambda f, case, _: _lr_values(f, case),
+              call=_lr_call,
               mistakes=("lr_warmup_off_by_one", "lr_cosine_ignores_min_lr", "lr_cosine_from_step_zero"))
 
 FunctionCheck("clip_grad_norm", cases=_clip_cases, outputs=("grads", "norm"), variants=clip_variants,

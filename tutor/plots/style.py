@@ -68,8 +68,9 @@ def set_ticks(ax, n_x, n_y, x_labels, y_labels):
 
 def flow_diagram(ax, steps, skips, *, side=1.0, skip_label="residual", fontsize=10):
     """A block drawn bottom to top: ``steps`` (label, colour) as boxes ("+" as a circle) joined by
-    arrows, and a red residual arrow around each ``(from, to)`` span of ``skips``, at ``x = side``.
-    The caller sets the limits and the title."""
+    arrows, and a red residual arrow around each ``(from, to)`` span of ``skips``, at ``x = side``
+    (a number for every skip, or one per skip; a negative one draws that skip on the left, so two
+    skips that meet at one "+" stay two paths). The caller sets the limits and the title."""
     ys = np.arange(len(steps)) * 1.15
     for y, (label, colour) in zip(ys, steps):
         shape = "circle,pad=0.3" if label == "+" else "round,pad=0.35"
@@ -77,12 +78,14 @@ def flow_diagram(ax, steps, skips, *, side=1.0, skip_label="residual", fontsize=
                 bbox={"boxstyle": shape, "facecolor": colour, "edgecolor": "black"})
     for y0, y1 in zip(ys[:-1], ys[1:]):
         ax.annotate("", xy=(0.0, y1 - 0.32), xytext=(0.0, y0 + 0.32), arrowprops={"arrowstyle": "->", "color": "black"})
-    for skip_from, skip_to in skips:  # the line starts under the box it leaves (text boxes are drawn on top)
-        ax.plot([0.2, side, side], [ys[skip_from], ys[skip_from], ys[skip_to]], color="tab:red", linewidth=1.8)
-        ax.annotate("", xy=(0.2, ys[skip_to]), xytext=(side, ys[skip_to]),
+    sides = list(side) if isinstance(side, (list, tuple)) else [side] * len(skips)
+    for (skip_from, skip_to), x in zip(skips, sides):  # the line starts under the box it leaves (boxes are on top)
+        inner = 0.2 if x > 0 else -0.2
+        ax.plot([inner, x, x], [ys[skip_from], ys[skip_from], ys[skip_to]], color="tab:red", linewidth=1.8)
+        ax.annotate("", xy=(inner, ys[skip_to]), xytext=(x, ys[skip_to]),
                     arrowprops={"arrowstyle": "->", "color": "tab:red", "linewidth": 1.8})
-        ax.text(side + 0.08, (ys[skip_from] + ys[skip_to]) / 2, skip_label, color="tab:red",
-                ha="left", va="center", fontsize=9)
+        ax.text(x + (0.08 if x > 0 else -0.08), (ys[skip_from] + ys[skip_to]) / 2, skip_label, color="tab:red",
+                ha="left" if x > 0 else "right", va="center", fontsize=9)
     ax.set_ylim(-0.6, ys[-1] + 0.6)
     ax.axis("off")
     return ys

@@ -26,7 +26,8 @@ def plot_lr_schedule(curves, title="Learning-rate schedules"):
 
 
 def plot_training_curves(losses, evals=(), target=None, title="Copy task: training loss and held-out exact match"):
-    """Training loss per step (log scale, left) and held-out exact match (right).
+    """Training loss per step (log scale, left) and held-out exact match (right), as ``train_copy_model``
+    measures it at each evaluation: the arg-max of one teacher-forced pass, whole rows right.
 
     ``losses``: one loss per step (index 0 = step 1); ``evals``: ``(step, exact_match)`` pairs;
     ``target``: an exact-match level drawn as a dashed line. Returns the Figure.
@@ -45,11 +46,12 @@ def plot_training_curves(losses, evals=(), target=None, title="Copy task: traini
     if len(evals):
         ev = np.asarray(evals, dtype=float)
         ax2 = ax.twinx()
-        ax2.plot(ev[:, 0], ev[:, 1], "o-", color="tab:orange", ms=3, label="held-out exact match")
+        ax2.plot(ev[:, 0], ev[:, 1], "o-", color="tab:orange", ms=3,
+                 label="held-out exact match (teacher-forced arg-max)")
         if target is not None:
             ax2.axhline(target, color="tab:orange", ls="--", lw=0.8)
         ax2.set_ylim(-0.02, 1.02)
-        ax2.set_ylabel("exact match", color="tab:orange")
+        ax2.set_ylabel("exact match (teacher-forced)", color="tab:orange")
         lines = ax.get_lines() + ax2.get_lines()[:1]
         ax.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=8)
     return fig
@@ -66,10 +68,11 @@ def plot_gpt_block(title="One decoder-only block (Pre-LN, as in Llama)"):
              ("RMSNorm", norm), ("SwiGLU FFN\ndown(silu(gate(x)) * up(x))", sub), ("+", add),
              ("output  (B, T, d_model)", box)]
     fig, ax = plt.subplots(figsize=(6.4, 7.0), layout="constrained")
-    ys = flow_diagram(ax, steps, [(0, 3), (3, 6)], side=1.45, fontsize=9)  # a residual around each sublayer
-    ax.text(-1.9, ys[2], "no cross-attention,\nno bias in linears,\nno positional table", fontsize=8,
+    # one residual around each sublayer: the attention's on the right, the FFN's on the left (two paths)
+    ys = flow_diagram(ax, steps, [(0, 3), (3, 6)], side=(1.45, -1.45), fontsize=9)
+    ax.text(-2.4, ys[1], "no cross-attention,\nno bias in linears,\nno positional table", fontsize=8,
             ha="left", va="center", color="#444444")
-    ax.set_xlim(-2.0, 2.1)
+    ax.set_xlim(-2.45, 2.1)
     ax.set_title("N blocks, then a final RMSNorm and lm_head (optionally tied to the embedding)", fontsize=9)
     fig.suptitle(title, fontweight="bold")
     return fig
