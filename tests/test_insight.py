@@ -312,3 +312,39 @@ def test_grading_again_replaces_a_submissions_record(graded):
         connection.execute(update(findings.TABLE).where(findings.TABLE.c.student == "u04classic").values(kind="stale"))
     simulate_class.nbgrader(course, "autograde", CHAPTER, "--student", "u04classic", "--force")
     assert sorted(_recorded(course)) == sorted(before)
+
+
+@pytest.mark.slow
+def test_a_class_graded_on_the_cluster_is_recorded_in_postgresql_once(tmp_path_factory):
+    """grader.cluster on two workers and a PostgreSQL gradebook: each worker's nbgrader records the
+    findings (the table made by whichever worker comes first), the report reads them through the
+    course's config, and grading the class again leaves the same rows."""
+    pytest.importorskip("psycopg", reason='.venv/bin/pip install -e ".[postgres]"')
+    pytest.importorskip("distributed", reason='.venv/bin/pip install -e ".[cluster]"')
+    from grader import cluster
+
+    course = tmp_path_factory.mktemp("pg")  # a short path: the kernels' IPC sockets live below it
+    students = ["u01perfect", "u03untouched", "u04classic", "u05classic", "u08dies"]
+    info = simulate_class.analyse(CHAPTER, ROOT / "source")
+    submissions = {s: simulate_class.make_submission(CLASS[s], info) for s in students}
+    with simulate_class.private_postgres() as db_url:
+        simulate_class.setup_course(course, [CHAPTER], ROOT / "source", timeout=60)
+        for student in students:
+            simulate_class.hand_in(course, student, CHAPTER, submissions[student])
+        cluster.start(course, workers=2)
+        try:
+            with cluster.client_for(course, workers=2) as client:
+                cluster.grade(client, course, db_url, [CHAPTER], log=lambda *_: None)
+                first = findings.read(create_engine(db_url))
+                cluster.grade(client, course, db_url, [CHAPTER], log=lambda *_: None)
+                again = findings.read(create_engine(db_url))
+        finally:
+            cluster.stop(course)
+        proc = subprocess.run([sys.executable, "-m", "grader.insight", "--lang", "en"], cwd=course,
+                              capture_output=True, text=True)
+    assert sorted(again) == sorted(first)
+    assert {(f.student, f.grade_id): f.kind for f in first} == {
+        (s, g): _expected_kind(s, g, info, submissions) for s in students for g in info.points}
+    assert proc.returncode == 0, proc.stderr
+    mistake = simulate_class.MUTATIONS[CHAPTER].mistake
+    assert f"top mistakes: {mistake} 2" in proc.stdout
