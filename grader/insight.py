@@ -45,9 +45,10 @@ TEXT = {  # key -> (中文, English)
     "voided": ("审计作废", "voided by the audit"),
     "written": ("已写入", "written"),
     "overview": ("全班一览", "The class at a glance"),
-    "legend": ("每格是该评分单元得分的比例；T 超时，M 内存超限，K 内核退出，V 审计作废；空白：没有提交",
+    "legend": ("每格是该评分单元得分的比例；T 超时，M 内存超限，K 内核退出，V 审计作废；"
+               "空白：没有评分记录（没有提交，或 nbgrader 读不了）",
                "each cell is the share of that graded cell's points; T timed out, M out of memory, K kernel "
-               "lost, V voided by the audit; blank: not handed in"),
+               "lost, V voided by the audit; blank: nothing recorded (not handed in, or nbgrader could not read it)"),
     "pass_rates": ("各评分单元的通过率", "pass rate of each graded cell"),
     "mistake": ("错误", "mistake"),
     "students_col": ("学生数", "students"),
@@ -160,10 +161,11 @@ def text_summary(findings, names, lang):
              f"{say('assignments', lang, n=len(assignments))}"]
     for assignment in assignments:
         own = [f for f in findings if f.assignment == assignment]
-        lines.append(f"{assignment} ({say('submissions', lang, n=len({f.student for f in own}))})")
+        students = len({f.student for f in own})
+        lines.append(f"{assignment} ({say('submissions', lang, n=students)})")
         top = mistakes(own)[:3]
         lines.append(f"  {say('top_mistakes', lang)}: " + (", ".join(
-            f"{m.id} {m.count}" for m in top) if top else say("no_mistakes", lang)))
+            f"{m.id} {m.count} ({100 * m.count / students:.0f} %)" for m in top) if top else say("no_mistakes", lang)))
         for exercise in (e for e in chosen if e.assignment == assignment):
             n = len(exercise.findings)
             lines.append(f"  {exercise.grade_id:<36s} "
@@ -224,7 +226,10 @@ def load(course, chosen, lang):
         raise ReportError(say("no_course", lang))
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     url = CourseDirectory(config=config, root=str(course)).db_url
-    engine = create_engine(url)
+    try:
+        engine = create_engine(url)
+    except (SQLAlchemyError, ImportError) as error:  # a malformed URL, a database driver not installed
+        raise ReportError(say("no_gradebook", lang, url=url.split("@")[-1], error=error)) from None
     if engine.url.get_backend_name() == "sqlite" and not Path(engine.url.database or "").exists():
         raise ReportError(say("no_findings", lang))  # opening it would create an empty gradebook
     try:

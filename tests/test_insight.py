@@ -207,6 +207,9 @@ def test_no_gradebook_or_no_course_is_one_line_and_creates_nothing(tmp_path, mon
     code, _, err = _main(capsys)
     assert code == 2 and "no autograded submissions yet" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "gradebook.db").exists()
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.db_url = 'nosuchdb://h/x'\n")
+    code, _, err = _main(capsys)
+    assert code == 2 and "cannot read the gradebook nosuchdb://h/x" in err and len(err.strip().splitlines()) == 1
 
 
 # --- a class graded by the real nbgrader autograde ---------------------------------------------
