@@ -65,11 +65,11 @@ class Finding(NamedTuple):
 
 
 def failing_case(outputs):
-    """The label of the first case a check's report names in ``outputs``, or None."""
+    """The label of the case a check's report (a ``TestFailure`` error) names in ``outputs``, or None."""
     for output in outputs:
-        text = output.get("evalue", "") if output.output_type == "error" else output.get("text", "")
-        if match := CASE_LABEL.search(text):
-            return match.group(1)
+        if output.output_type == "error" and output.ename == "TestFailure":
+            if match := CASE_LABEL.search(output.evalue):
+                return match.group(1)
     return None
 
 

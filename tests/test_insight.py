@@ -58,8 +58,9 @@ def test_the_failing_case_is_read_from_the_checks_report():
     assert findings.failing_case([_error("TestFailure", f"❌ {CASE}\n  reason")]) == "padding mask, T_q=3"
     other_forms = ["copy_loss: 用例 case 「greedy, T=5」: wrong",
                    "用缓存应是 / with the cache: 1（用例 / case 「one token」）"]
-    assert [findings.failing_case([new_output("stream", name="stderr", text=t)]) for t in other_forms] == [
-        "greedy, T=5", "one token"]
+    assert [findings.failing_case([_error("TestFailure", t)]) for t in other_forms] == ["greedy, T=5", "one token"]
+    printed = new_output("stream", name="stdout", text=f"❌ {CASE}")  # what the learner's code prints is not read
+    assert findings.failing_case([printed, _error("TestFailure", "❌ shape (2, 5)")]) is None
     assert findings.failing_case([_error("TestFailure", "❌ shape (2, 5) / must be (2, 4, 5)")]) is None
 
 
