@@ -90,18 +90,14 @@ def cell_findings(nb, voided, student, assignment, notebook):
     return found
 
 
-_READY = set()  # engines whose database has the table
-
-
 def _ensure_table(engine):
-    if engine in _READY:
-        return
+    """Create the table unless it exists (checked every time: a gradebook may be replaced while a
+    long-lived process, JupyterLab's Formgrader, keeps its engine)."""
     try:
         TABLE.create(engine, checkfirst=True)
     except SQLAlchemyError:  # another process (a cluster worker) created it in between
         if not inspect(engine).has_table(TABLE.name):
             raise
-    _READY.add(engine)
 
 
 def record(engine, student, assignment, notebook, found):
