@@ -215,7 +215,8 @@ def write_private(path, text, course, lang):
 
 def load(course, chosen, lang):
     """The ``Finding``s of the assignments ``chosen`` (all when empty) of the students on the roster,
-    from the gradebook of the course directory ``course``; ``ReportError`` when there are none."""
+    from the gradebook of the course directory ``course`` (rows of a student or an assignment since
+    removed with ``nbgrader db ... remove`` are left out); ``ReportError`` when there are none."""
     from nbgrader import api
     from nbgrader.coursedir import CourseDirectory
     from sqlalchemy import create_engine, inspect, select
@@ -238,7 +239,7 @@ def load(course, chosen, lang):
         with engine.connect() as connection:
             known = connection.execute(select(api.Assignment.name)).scalars().all()
             roster = set(connection.execute(select(api.Student.id)).scalars().all())
-        findings = [f for f in read(engine) if f.student in roster]
+        findings = [f for f in read(engine) if f.student in roster and f.assignment in known]
     except SQLAlchemyError as error:
         raise ReportError(say("no_gradebook", lang, url=engine.url.render_as_string(hide_password=True),
                               error=str(error).splitlines()[0])) from None

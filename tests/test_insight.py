@@ -155,6 +155,9 @@ def course(tmp_path, monkeypatch):
         engine = gradebook.engine
         for student in ("ann", "ben", "cy", "dee"):
             findings.record(engine, student, "01_x", "01_x", [f for f in CLASS_FINDINGS if f.student == student])
+        # rows of a student and of an assignment no longer in the gradebook (nbgrader db ... remove)
+        findings.record(engine, "gone", "01_x", "01_x", [_finding("gone", "attn")])
+        findings.record(engine, "ann", "03_gone", "03_gone", [_finding("ann", "attn", assignment="03_gone")])
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -172,6 +175,7 @@ def test_the_report_files_are_offline_private_and_parse(course, capsys):
     assert not URL.search(page) and "<script" not in page and page.count("data:image/png;base64,") >= 5
     rows = list(csv.DictReader(io.StringIO((course / "reports" / "class_report.csv").read_text())))
     assert len(rows) == len(CLASS_FINDINGS) and rows[0].keys() == set(insight.CSV_COLUMNS)
+    assert "gone" not in out + page
     assert sorted(r["student"] for r in rows if r["kind"] == "memory") == ["dee", "dee"]
     for name in ("class_report.html", "reports/class_report.csv"):
         mode = stat.S_IMODE((course / name).stat().st_mode)
