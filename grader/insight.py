@@ -5,13 +5,13 @@
 Run it in the course directory (it reads the gradebook that ``nbgrader_config.py`` names: SQLite or
 PostgreSQL). For each exercise (a graded cell) it gives the pass rate, the distribution of scores, the
 named mistakes with their counts and shares and one failing case each, and the students whose kernel
-timed out, hit the memory cap or was lost; and, for the class, a heat map of students x exercises. It
-prints a text summary; ``--html`` writes the page (``grader.insight_html``: offline, figures embedded),
-``--csv`` one row per student and graded cell. Both files are for the course staff: they are written
-inside the course directory, readable by the owner (and the group, where the course directory is group
-readable), never by everyone. ``--anonymous`` leaves out every student id and name (students become
-``#1``, ``#2``… in the order of their total score, ties in random order), so the page can be shown to
-the class.
+timed out, hit the memory cap or was lost, or whose exercise the audit voided; and, for the class, a
+heat map of students x exercises. It prints a text summary; ``--html`` writes the page
+(``grader.insight_html``: offline, figures embedded), ``--csv`` one row per student and graded cell.
+Both files are for the course staff: they are written inside the course directory, readable by the
+owner (and the group, where the course directory is group readable), never by everyone.
+``--anonymous`` leaves out every student id and name (students become ``#1``, ``#2``… in the order
+of their total score, ties in random order), so the page can be shown to the class.
 """
 import argparse
 import csv
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from grader.findings import read
 
-TROUBLE = ("timeout", "memory", "kernel_lost")  # the kinds whose students the report lists
+TROUBLE = ("timeout", "memory", "kernel_lost", "voided")  # the kinds whose students the report lists
 TEXT = {  # key -> (中文, English)
     "title": ("课堂报告", "Class report"),
     "students": ("{n} 名学生", "{n} students"),

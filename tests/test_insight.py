@@ -292,6 +292,8 @@ def test_the_reports_counts_equal_the_planted_ones(graded):
         assert (f"[{mistake}] {classic} ({100 * classic / len(CLASS):.0f} %)" in block) == bool(classic), block
         for kind, student in (("timed out", "u06loop"), ("out of memory", "u07bomb"), ("kernel lost", "u08dies")):
             assert (f"{kind}: {student}" in block) == (grade_id in submissions[student].fails), (kind, block)
+        voided = _expected_kind("u09tamper", grade_id, info, submissions) == "voided"
+        assert ("voided by the audit: u09tamper" in block) == voided, block
     page = (course / "class_report.html").read_text()
     assert not URL.search(page) and "data:image/png;base64," in page
     rows = list(csv.DictReader(io.StringIO((course / "class_report.csv").read_text())))
