@@ -1,6 +1,7 @@
 """``AuditSubmission`` (after execution): the graded cells of an exercise whose code reaches the
 grading machinery (``grader.audit``) or uses the built-in the exercise replaces score 0, with one
-line saying which cell, which line and why."""
+line saying which cell, which line and why; which graded cells it voided is also left in the
+resources (``resources["voided"]``) for ``grader.findings``, where no output of the kernel can forge it."""
 from typing import NamedTuple
 
 from nbgrader import utils
@@ -81,10 +82,12 @@ class AuditSubmission(NbGraderPreprocessor):
                 verdicts[owner] = Verdict("FromScratchViolation",
                                           FROM_SCRATCH.format(cell=index + 1, line=line, name=name, exercise=exercise),
                                           True)
+        voided = resources.setdefault("voided", {})  # grade_id -> ename, read by grader.findings
         for cell, owner in zip(nb.cells, owners):
             if utils.is_grade(cell) and cell.cell_type == "code":
                 hits = [v for o, v in sorted(verdicts.items()) if o == owner or (not v.local and o <= owner)]
                 if hits:
                     cell.outputs.append(error_output(hits[0].ename, hits[0].message))
+                    voided[cell.metadata.nbgrader.grade_id] = hits[0].ename
         return nb, resources
 

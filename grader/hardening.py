@@ -11,6 +11,9 @@ preprocessor per module:
 - ``AuditSubmission`` (``grader/audit_submission.py``, after execution) applies the audit
   (``grader/audit.py``, plain code) to the cells the learner wrote: the graded cells of the
   exercise that holds code reaching the grading machinery, or the built-in it replaces, score 0.
+- ``RecordFindings`` (``grader/findings.py``, after the audit): what each graded cell found (passed,
+  the kind of failure, the named mistakes, the failing case, the score) into a table of its own in
+  the gradebook, for the class report (``python -m grader.insight``).
 
 Their settings are traitlets with help strings (``nbgrader autograde --help-all``), set in
 ``nbgrader_config.py``. ``configure(c)`` installs them in an nbgrader config object, with two
@@ -39,6 +42,7 @@ from nbgrader.preprocessors import (
 
 from grader.audit_submission import AuditSubmission
 from grader.execution import ResilientExecute
+from grader.findings import RecordFindings
 from grader.repair import RepairCells
 
 
@@ -109,6 +113,6 @@ def configure(c):
         ClearOutput, DeduplicateIds, OverwriteKernelspec, RepairCells, OverwriteCells,
         CheckCellMetadata]
     c.Autograde.autograde_preprocessors = [
-        ResilientExecute, AuditSubmission, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+        ResilientExecute, AuditSubmission, RecordFindings, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
         SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 
