@@ -87,6 +87,8 @@ def attacked(tmp_path_factory):
     lines = [o.text for c in nb.cells for o in c.outputs if o.output_type == "stream"]
     outcomes = dict(line.split(": ", 1) for text in lines for line in text.splitlines()
                     if line.split(": ", 1)[0] in ATTACKS)
+    errors = [f"{o.ename}: {o.evalue}" for c in nb.cells for o in c.outputs if o.output_type == "error"]
+    assert set(outcomes) == set(ATTACKS), f"attacks that reported nothing: {set(ATTACKS) - set(outcomes)}; {errors}"
     return outcomes, course, workdir, config_before, paths
 
 
