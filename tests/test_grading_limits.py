@@ -28,7 +28,8 @@ BOMB = "def bomb():\n    keep = []\n    while True:\n        keep.append(bytearr
 @pytest.fixture(scope="module")
 def graded():
     """The cells' outputs of one notebook with a memory bomb, a hang called twice, a syntax
-    error and a name its failed cell never defined, under a 2.5 GiB cap and a 10 s timeout (the bomb writes 2.5 GB before the cap stops it)."""
+    error and a name its failed cell never defined, under a 2.5 GiB cap and a 10 s timeout (the bomb
+    writes 2.5 GB before the cap stops it)."""
     nb = new_notebook(cells=[
         new_code_cell("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20)"),
         new_code_cell(BOMB + "bomb()"),
