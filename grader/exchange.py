@@ -15,8 +15,14 @@ student's latest accepted hand-in is collected instead. ``ClassReleaseFeedback``
 feedback page readable by its student: the page's name is a hash of a secret only that student's
 (private) home and the course hold, in a folder nobody but the staff can list.
 
-``configure(c, exchange_root)`` installs both; ``tools/class_up.py`` calls it through the course's
-``nbgrader_config.py`` when it set up a class.
+``ClassSubmit`` is the students' side (their nbgrader settings name it; ``tools/class_up.py`` copies this
+module where their servers import it): nbgrader leaves a hand-in folder 0777 and its files 0644, so any
+other student who learns its name can delete, replace or read what is in it; the class's hand-in folder is
+0750, group course-staff (inbound/ is set-group-id). It also refuses ``--student`` with any name
+but the login's, though only collect's check is a defence: a student may run nbgrader's own submit.
+
+``configure(c, exchange_root)`` installs the staff's side; the course's ``nbgrader_config.py`` calls it
+when ``tools/class_up.py`` set up a class.
 """
 import datetime
 import glob
@@ -28,7 +34,8 @@ import stat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect, groupby
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
-from nbgrader.utils import ignore_patterns, parse_utc
+from nbgrader.exchange.default.submit import ExchangeSubmit
+from nbgrader.utils import get_username, ignore_patterns, parse_utc
 
 # Seconds a hand-in may take to be written after its timestamp (copying the notebooks, setting modes).
 WRITE_SLACK_S = 120
@@ -38,6 +45,8 @@ NOT_IN_ROSTER = "{name}: {student} 不在花名册中，不予收取 / {student}
 FUTURE = "{name}: 时间戳在未来，不予收取 / its timestamp is in the future: not collected"
 CHANGED = ("{name}: 文件在时间戳之后被改动（时间戳造假或交后修改），不予收取 / "
            "written after its timestamp (backdated, or edited after hand-in): not collected")
+NOT_YOURS = ("只能以自己的身份提交：你是 {login}，不是 {student} / "
+             "you can hand in as yourself only: you are {login}, not {student}")
 BAD_NAME = "{name}: 时间戳无法识别，不予收取 / unreadable timestamp: not collected"
 NOT_PLAIN = ("{name}: 含有链接或特殊文件 {entry}，不予收取 / "
              "holds a link or special file {entry}: not collected")
@@ -133,6 +142,22 @@ class ClassCollect(ExchangeCollect):
             os.chmod(folder, 0o2770)
             for f in files:
                 os.chmod(os.path.join(folder, f), 0o660)
+
+
+class ClassSubmit(ExchangeSubmit):
+    """A hand-in only its student and the staff can open (see the module)."""
+
+    def init_dest(self):
+        if self.coursedir.student_id not in ("*", get_username()):
+            self.fail(NOT_YOURS.format(student=self.coursedir.student_id, login=get_username()))
+        super().init_dest()
+
+    def copy_files(self):
+        super().copy_files()
+        # Its folders keep inbound's group, course-staff (set at creation, before copying the mode of the
+        # student's own folder cleared set-group-id); later files are the student's group, so they stay
+        # 0644 inside folders that only the student and the staff may enter.
+        self.set_perms(os.path.join(self.inbound_path, self.assignment_filename), fileperms=0o644, dirperms=0o750)
 
 
 class ClassReleaseFeedback(ExchangeReleaseFeedback):

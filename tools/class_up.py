@@ -9,7 +9,8 @@ JupyterHub (PyPI) with its proxy (configurable-http-proxy, npm), then prints `hu
 Everything lives under BASE:
   venv/      the class's Python (requirements.txt + requirements-class.txt), without the course: a
              student's kernel cannot import the reference
-  lib/       tutor/ and contract/, which every release notebook imports (world-readable)
+  lib/       tutor/ and contract/, which every release notebook imports, and the students' side of the
+             exchange (grader/exchange.py): world-readable
   course/    this repository's tracked files: instructor:course-staff, 2770 dirs, 0660 files
   exchange/  nbgrader's exchange root: root:root 1777 (sticky: nobody moves another's folder)
   etc/       Jupyter settings per role (staff, student)
@@ -41,10 +42,8 @@ PYTHON = "/usr/bin/python3"  # Debian's (python3-venv): every account can run it
 DISABLED_FOR_STUDENTS = ["formgrader", "create-assignment", "course-list"]
 
 
-def run(*cmd, user=None, **kwargs):
-    """Runs cmd (as `user`, through runuser, when given) and stops the set-up if it fails."""
-    if user:
-        cmd = ("runuser", "-u", user, "--", *cmd)
+def run(*cmd, **kwargs):
+    """Runs cmd and stops the set-up if it fails."""
     return subprocess.run(cmd, check=True, **kwargs)
 
 
@@ -90,6 +89,8 @@ def software():
     run("npm", "install", "--silent", "--no-audit", "--no-fund", "--omit=dev", cwd=BASE / "proxy")
     for package in ("tutor", "contract"):
         shutil.copytree(REPO / package, BASE / "lib" / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for module in ("__init__.py", "exchange.py"):  # the students' side of the exchange: ClassSubmit
+        write(BASE / "lib/grader" / module, (REPO / "grader" / module).read_text())
 
 
 def course():
@@ -110,12 +111,21 @@ def course():
             path = os.path.join(folder, name)
             os.chown(path, uid, gid)
             os.chmod(path, 0o770 if os.access(path, os.X_OK) else 0o660)
-    env = {"PATH": f"{BASE}/venv/bin:/usr/bin:/bin", "PYTHONPATH": str(dest), "OMP_NUM_THREADS": "1"}
-    nbgrader = ["env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", 'umask 007 && exec "$@"', "sh",
-                f"{BASE}/venv/bin/nbgrader"]
-    run(*nbgrader, "generate_assignment", "*", "--force", "--log-level=WARN", user="instructor", cwd=dest)
+    run(*as_user("instructor", "nbgrader", "generate_assignment", "*", "--force", "--log-level=ERROR", cwd=dest))
     for student in STUDENTS:
-        run(*nbgrader, "db", "student", "add", student, "--log-level=WARN", user="instructor", cwd=dest)
+        run(*as_user("instructor", "nbgrader", "db", "student", "add", student, "--log-level=ERROR", cwd=dest))
+    (dest / "gradebook.db").chmod(0o660)  # SQLite makes it 0644 & ~umask; the TA records grades too
+
+
+def as_user(user, *cmd, cwd=None):
+    """The command line that runs cmd as `user` in `cwd` (default: the home) with the environment and
+    umask the hub gives that user's server (deploy/class/jupyterhub_config.py)."""
+    staff = user in STAFF
+    env = {"HOME": f"/home/{user}", "USER": user, "PATH": f"{BASE}/venv/bin:/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+           "JUPYTER_CONFIG_PATH": f"{BASE}/etc/{'staff' if staff else 'student'}",
+           "PYTHONPATH": f"{BASE}/course" if staff else f"{BASE}/lib"}
+    return ["runuser", "-u", user, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+            "sh", "-c", 'umask 007 && cd "$0" && exec "$@"', str(cwd or env["HOME"]), *map(str, cmd)]
 
 
 def exchange():
@@ -139,6 +149,8 @@ def settings():
         lines = [f"c.Exchange.root = {str(BASE / 'exchange')!r}", f"c.CourseDirectory.course_id = {COURSE_ID!r}"]
         if role == "staff":
             lines.append(f"c.CourseDirectory.root = {str(BASE / 'course')!r}")
+        else:
+            lines.append('c.ExchangeFactory.submit = "grader.exchange.ClassSubmit"')
         write(etc / "nbgrader_config.py", "\n".join(lines) + "\n")
         disabled = {"@jupyterlab/apputils-extension:announcements": True}
         if role == "student":
