@@ -64,3 +64,12 @@ def pytest_collection_modifyitems(config, items):
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]
+
+
+@pytest.fixture(scope="session")
+def klass():
+    """The class of `make class-up` (tests/classroom.py): its hub's URL; shared by the attack tests and
+    the browser cycle, so one class serves both."""
+    from classroom import class_up
+
+    yield from class_up()

@@ -14,7 +14,7 @@ import stat
 
 import pytest
 
-from classroom import BASE, COURSE, EXCHANGE, class_up, sh, staff
+from classroom import BASE, COURSE, EXCHANGE, sh, staff
 from grader import exchange
 from tools.class_up import GROUP, PASSWORDS
 
@@ -22,11 +22,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.classroom]
 DENIED = "Permission denied"
 NOT_PERMITTED = "Operation not permitted"
 A = "01_attention"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def klass():
-    yield from class_up()
 
 
 @pytest.fixture(scope="module", autouse=True)
