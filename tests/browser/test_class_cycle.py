@@ -37,7 +37,7 @@ def shot():
 
     def take(page, name):
         path = SHOTS / f"{len(taken) + 1:02d}-{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        page.screenshot(path=str(path))
         taken.append(path)
 
     take.taken = taken
@@ -158,19 +158,24 @@ def test_release_fetch_submit_collect_grade_feedback(browser, expect, clean, sho
     ok(ta, expect, f"Successfully released feedback of '{A}'")
     shot(ta, "ta-feedback-released")
 
+    pages = {}
     for student, page in students.items():
         menu(page, "Nbgrader", "Assignment List")
         page.locator("#submitted_assignments_list .list_item", has_text=A).get_by_role(
             "button", name="Fetch Feedback").click()
         link = page.locator("#submitted_assignments_list").get_by_text("(view feedback)")
         expect(link).to_be_visible(timeout=SPAWN_MS)
-        (feedback,) = sh(student, f"ls {A}/feedback/*/{A}.html").stdout.split()
+        (feedback,) = sh(student, f"ls {A}/feedback/*/{A}.html").stdout.splitlines()
         page.goto(hub + f"user/{student}/files/{quote(feedback)}")
         expect(page.locator("body")).to_contain_text("Score")
         shot(page, f"{student}-feedback")
+        pages[student] = page.locator("body").inner_text()
 
     hub_grades = simulate_class.read_gradebook(COURSE)
     serial = serial_grades(tmp_path, submissions)
     for student in ("alice", "bob"):
         assert hub_grades[(student, A)] == serial[(student, A)], student
+        grades = hub_grades[(student, A)].values()
+        total = f"Score: {sum(g.score for g in grades)} / {sum(g.max_score for g in grades)}"
+        assert total in pages[student], (student, total)  # the page each fetched is their own
     assert hub_grades[("alice", A)] != hub_grades[("bob", A)]  # Bob's mistake cost him points
