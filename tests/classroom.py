@@ -5,7 +5,9 @@ tests/browser/test_class_cycle.py). Linux and root only; the tests skip and say 
 brings one up with `make class-up` and takes it down with `make class-down` afterwards. ``sh(user, script)``
 runs a shell script as that account, with the environment the hub gives its server.
 """
+import grp
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +39,31 @@ def class_up():
         assert f"course: {COURSE}" in out.stdout.splitlines(), out.stdout
     yield f"http://127.0.0.1:{tool.PORT}/"
     if mine:
+        uids = {pwd.getpwnam(user).pw_uid for user in tool.STAFF + tool.STUDENTS}
         subprocess.run(["make", "-s", "class-down"], cwd=REPO, check=True)
+        assert_nothing_left(uids)
+
+
+def assert_nothing_left(uids):
+    """After `make class-down`: no account, group, process or file of the class (its folders, the
+    passwords, anything its accounts left in the shared temporary folders or /home)."""
+    for user in tool.STAFF + tool.STUDENTS:
+        with pytest.raises(KeyError):
+            pwd.getpwnam(user)
+    with pytest.raises(KeyError):
+        grp.getgrnam(tool.GROUP)
+    assert not BASE.exists() and not tool.PASSWORDS.exists()
+    processes = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _uid(p) in uids]
+    assert not processes, processes
+    left = [path for top in (*tool.TEMP, "/home") for path in Path(top).iterdir() if _uid(path) in uids]
+    assert not left, left
+
+
+def _uid(path):
+    try:
+        return path.lstat().st_uid
+    except OSError:  # gone meanwhile
+        return None
 
 
 def sh(user, script, cwd=None):

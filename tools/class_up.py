@@ -4,7 +4,8 @@
 bob and carol) with private homes (0700) and random passwords (written to PASSWORDS, 0600, git-ignored),
 installs the course where only the staff can read it, builds the hardened exchange, and starts a
 JupyterHub (PyPI) with its proxy (configurable-http-proxy, npm), then prints `hub: URL` and
-`course: PATH`. `down` stops every process of the class and removes the accounts and files `up` made.
+`course: PATH`. `down` stops every process of the class and removes the accounts and files `up` made,
+and what the accounts left in /tmp, /var/tmp and /dev/shm.
 
 Everything lives under BASE:
   venv/      the class's Python (requirements.txt + requirements-class.txt), without the course: a
@@ -39,6 +40,7 @@ STAFF = ["instructor", "ta"]
 STUDENTS = ["alice", "bob", "carol"]
 COURSE_ID = "shousi-transformer"
 PYTHON = "/usr/bin/python3"  # Debian's (python3-venv): every account can run it, unlike a pyenv under /root
+TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 DISABLED_FOR_STUDENTS = ["formgrader", "create-assignment", "course-list"]
 
 
@@ -113,7 +115,8 @@ def course():
             os.chmod(path, 0o770 if os.access(path, os.X_OK) else 0o660)
     run(*as_user("instructor", "nbgrader", "generate_assignment", "*", "--force", "--log-level=ERROR", cwd=dest))
     for student in STUDENTS:
-        run(*as_user("instructor", "nbgrader", "db", "student", "add", student, "--log-level=ERROR", cwd=dest))
+        run(*as_user("instructor", "nbgrader", "db", "student", "add", student, "--first-name", student.title(),
+                     "--last-name", "Student", "--log-level=ERROR", cwd=dest))
     (dest / "gradebook.db").chmod(0o660)  # SQLite makes it 0644 & ~umask; the TA records grades too
 
 
@@ -233,6 +236,11 @@ def down():
             if not _class_processes(users):
                 break
             time.sleep(0.5)
+    uids = {pwd.getpwnam(u).pw_uid for u in users if _exists(pwd.getpwnam, u)}
+    for top in TEMP:  # what the class's processes left in the shared temporary folders (grading's sockets)
+        for entry in Path(top).iterdir():
+            if entry.lstat().st_uid in uids:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
     for user in users:
         if _exists(pwd.getpwnam, user):
             run("userdel", "--remove", user, stderr=subprocess.DEVNULL)
