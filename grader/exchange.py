@@ -101,6 +101,7 @@ class ClassCollect(ExchangeCollect):
         student_id = self.coursedir.student_id or "*"
         pattern = os.path.join(self.inbound_path, f"{student_id}+{self.coursedir.assignment_id}+*")
         accepted = []
+        self.checked = {}  # hand-in folder -> what refusal() was given, to check again after the copy
         for path in sorted(glob.glob(pattern)):
             student, _, stamp = os.path.basename(path).rsplit("+", 3)[:3]
             try:
@@ -113,6 +114,7 @@ class ClassCollect(ExchangeCollect):
                 self.log.error(line)
             else:
                 accepted.append({"username": student, "filename": os.path.basename(path), "timestamp": timestamp})
+                self.checked[path] = (student, timestamp, roster)
         self.src_records = []
         for records in groupby(accepted, lambda r: r["username"]).values():
             records = self._sort_by_timestamp(records)
@@ -123,7 +125,7 @@ class ClassCollect(ExchangeCollect):
     def do_copy(self, src, dest, log=None):
         """Copies through a descriptor opened without following links, and keeps links as links, so a
         folder swapped for a link after the check copies nothing from elsewhere; a copy that holds a
-        link after all is removed and refused."""
+        link after all, or whose hand-in changed while it was copied, is removed and refused."""
         if self.get_size(src) > 1000 * self.coursedir.max_dir_size:
             raise RuntimeError(f"Directory size is too big: {src}")
         fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -133,11 +135,14 @@ class ClassCollect(ExchangeCollect):
                                                    max_file_size=self.coursedir.max_file_size, log=self.log))
         finally:
             os.close(fd)
-        for folder, dirs, files in os.walk(dest):
-            for entry in dirs + files:
-                if os.path.islink(os.path.join(folder, entry)):
-                    shutil.rmtree(dest)
-                    self.fail(NOT_PLAIN.format(name=os.path.basename(src), entry=entry))
+        links = [os.path.join(folder, e) for folder, dirs, files in os.walk(dest) for e in dirs + files
+                 if os.path.islink(os.path.join(folder, e))]
+        line = (NOT_PLAIN.format(name=os.path.basename(src), entry=os.path.relpath(links[0], dest)) if links
+                else refusal(src, *self.checked[src]))  # changed while it was being copied
+        if line:  # the other students are collected as usual
+            shutil.rmtree(dest)
+            self.log.error(line)
+            return
         for folder, _, files in os.walk(dest):  # the course staff share the copy (group, no others)
             os.chmod(folder, 0o2770)
             for f in files:

@@ -85,7 +85,7 @@ def ok(page, expect, text):
     modal = page.locator(".modal:visible")
     expect(modal).to_contain_text(text, timeout=GRADE_MS)
     modal.locator("button", has_text="OK").click()
-    expect(page.locator(".modal.in")).to_have_count(0)  # faded out: the next screenshot shows the page
+    expect(page.locator(".modal-backdrop")).to_have_count(0)  # faded out: the next screenshot shows the page
 
 
 def answer(student, notebook):
