@@ -114,6 +114,7 @@ def test_release_fetch_submit_collect_grade_feedback(browser, expect, clean, sho
 
     instructor = login(browser, hub, "instructor")
     shot(instructor, "instructor-lab")
+    assert instructor.request.get(hub + "user/instructor/formgrader").ok
     formgrader(instructor, "instructor")
     row = instructor.locator("tr", has=instructor.locator("a", has_text=A))
     row.locator(".glyphicon-cloud-upload").click()
@@ -123,6 +124,7 @@ def test_release_fetch_submit_collect_grade_feedback(browser, expect, clean, sho
     students = {}
     for student in ("alice", "bob"):
         page = students[student] = login(browser, hub, student)
+        assert page.request.get(hub + f"user/{student}/formgrader").status == 404  # students have no Formgrader
         menu(page, "Nbgrader", "Assignment List")
         page.locator("#released_assignments_list .list_item", has_text=A).get_by_role("button", name="Fetch").click()
         expect(page.locator("#fetched_assignments_list")).to_contain_text(A, timeout=SPAWN_MS)
