@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab workspace reset test test-fast test-browser build lint site site-serve
+.PHONY: setup lab workspace reset test test-fast test-browser build lint site site-serve class-up class-down test-class
 
 # torch: the CPU build by default on Linux, from PyTorch's own wheel index (plain PyPI gives
 # Linux the CUDA build: about 20 nvidia-*/triton packages, several GB). `make setup TORCH=cuda`
@@ -135,3 +135,16 @@ site-serve: site
 # (tests/test_lint.py). `$(PY) -m ruff check --fix .` fixes import order and the like.
 lint: $(STAMP)
 	$(PY) -m ruff check .
+
+# A class on this machine (Linux, as root; docs/INSTRUCTOR.md §6): accounts, the course private to
+# its staff, a hardened nbgrader exchange and a JupyterHub on CLASS_PORT (default 8765).
+class-up:
+	python3 tools/class_up.py up
+
+class-down:
+	python3 tools/class_up.py down
+
+# The class's attack tests and its browser cycle (tests/test_class_attacks.py, tests/browser/test_class_cycle.py),
+# as root on Linux: they reuse a class that is up, or make one (make class-up) and remove it afterwards.
+test-class: $(BROWSER_STAMP)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) -m pytest tests/test_class_attacks.py tests/browser/test_class_cycle.py -m classroom -v --durations=0

@@ -19,6 +19,16 @@ try:
 except OSError:  # a read-only course directory: nbgrader names the folder when it needs it
     pass
 
+# A class on a shared machine (`make class-up`, docs/INSTRUCTOR.md §6) writes class.json here: the
+# system-wide exchange it built, and the collect that refuses hand-ins made in someone else's name
+# (grader/exchange.py).
+if (COURSE / "class.json").exists():
+    import json
+
+    from grader.exchange import configure as configure_exchange
+
+    configure_exchange(c, json.loads((COURSE / "class.json").read_text())["exchange"])
+
 # The gradebook: SQLite (gradebook.db) unless NBGRADER_DB_URL names another database, such as the
 # PostgreSQL of tools/postgres.sh that several `nbgrader autograde --student` processes share.
 if os.environ.get("NBGRADER_DB_URL"):

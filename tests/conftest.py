@@ -1,19 +1,22 @@
 """Shared pytest fixtures: float64 default dtype, and a record of the largest differences
 between the reference package and PyTorch's own modules (printed in the terminal summary).
 
-Two rules for the whole suite:
+Three rules for the whole suite:
 - **A time limit per test** (pytest-timeout), sized by marker: ``TIMEOUTS``. A test that hangs fails
   with its stack instead of stalling the suite; a test may set its own ``@pytest.mark.timeout``.
 - **``COURSE_REQUIRE_ALL=1``** (set by ``.ci/run``): a test skipped because a component is missing
   (PostgreSQL, Dask, a browser, root) fails instead, so CI cannot stay green without running it.
+- **The class tests** (``classroom``: accounts and a JupyterHub) are left out unless asked for.
 """
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-TIMEOUTS = {"slow": 1500, None: 300}  # seconds: a slow test's module fixture grades a whole class
+TIMEOUTS = {"classroom": 1800, "slow": 1500, None: 300}  # seconds: a slow test's module fixture grades a
+# whole class; the first class test waits for `make class-up`
 MISSING = re.compile(r"not installed|could not|cannot be installed|needs root|not Linux|not root|no Chromium"
                      r"|no (CJK )?font", re.I)
 
@@ -64,10 +67,22 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{name:<45s} {diff:.3e}")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    """Each test gets its time limit. The class tests (marker ``classroom``: accounts and a JupyterHub
+    made by `make class-up` as root) run only when asked for: `-m classroom` (make test-class) or their
+    file named on the command line. `make test` and `make test-fast` leave them out: they change the
+    machine's accounts."""
     for item in items:
         if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(TIMEOUTS["slow" if item.get_closest_marker("slow") else None]))
+            size = next((m for m in ("classroom", "slow") if item.get_closest_marker(m)), None)
+            item.add_marker(pytest.mark.timeout(TIMEOUTS[size]))
+    named = {Path(arg.split("::")[0]).resolve() for arg in config.args}
+    if "classroom" in config.getoption("markexpr"):
+        return
+    left_out = [item for item in items if "classroom" in item.keywords and item.path not in named]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
 
 
 def _required(report):
@@ -90,3 +105,12 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _required(outcome.get_result())
+
+
+@pytest.fixture(scope="session")
+def klass():
+    """The class of `make class-up` (tests/classroom.py): its hub's URL; shared by the attack tests and
+    the browser cycle, so one class serves both."""
+    from classroom import class_up
+
+    yield from class_up()
