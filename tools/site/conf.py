@@ -28,7 +28,15 @@ html_theme_options = {
     "use_download_button": False,  # the page's notebook (stubs and outputs) is not the course's own
     "use_fullscreen_button": False,
     "use_repository_button": False,
-    "article_header_end": ["language-switch.html", "toggle-secondary-sidebar.html"],
+    # No top navbar (the search button is in the article header instead). pydata-sphinx-theme 0.20 draws its
+    # own ☰ and contents buttons in that navbar, before the article header's, and binds its phone dialogs to
+    # the first `.primary-toggle`/`.secondary-toggle` of the page (querySelector): at phone widths the visible
+    # buttons did nothing (pydata-sphinx-theme #2451, sphinx-book-theme #988). No release fixes it: 0.24.0
+    # binds the same way, and sphinx-book-theme 1.4.0, the newest, requires pydata-sphinx-theme==0.20.0.
+    # Without a navbar only the article header's buttons are left, as sphinx-book-theme PR #1000 proposes.
+    "navbar_persistent": [],
+    "article_header_end": ["language-switch.html", "theme-switcher.html", "search-button.html",
+                           "toggle-secondary-sidebar.html"],
 }
 html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html"]}  # the header has the search field
 html_copy_source = False
