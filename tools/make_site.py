@@ -83,7 +83,7 @@ LANGUAGES = {
         lab_command="make lab",
         lab_hint="`make lab` 第一次运行时安装环境，然后在 JupyterLab 里打开你的 `workspace/`（中文版）。",
         toc_caption="章节", download="下载笔记本", figure="图 {n}　{title}",
-        footer={"by": "作者", "repository": "代码仓库", "licence": "许可证", "cite": "引用本课程",
+        footer={"by": "作者：", "repository": "代码仓库", "licence": "许可证", "cite": "引用本课程",
                 "site": "网页版"}),
     "en": Language(
         code="en", sphinx="en", label="English", notebooks=build.NOTEBOOKS / "en",

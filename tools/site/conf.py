@@ -58,7 +58,9 @@ html_theme_options = {
     # The footer: authors, repository, licence, citation (tools/site/settings.toml).
     "footer_content_items": ["course-footer.html"],
 }
-html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html"]}  # the header has the search field
+# The search field atop the sidebar at desktop widths; on a phone the article header's search button
+# (sphinx-book-theme shows one or the other at 992 px).
+html_sidebars = {"**": ["navbar-logo.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None  # no build date: a rebuild of unchanged pages changes nothing
