@@ -319,14 +319,16 @@ def stage(lang, languages, src, found=None):
     return written
 
 
-def sphinx(lang, src, out, doctrees):
+def sphinx(lang, src, out, doctrees, fresh=False):
     """sphinx-build in this process (one start for every language; incremental: its environment in
-    ``doctrees`` says what changed); warnings are errors."""
+    ``doctrees`` says what changed; ``fresh``: every page read and written again, as when the site's
+    configuration, templates or scripts changed, which Sphinx does not see); warnings are errors."""
     import sphinx.locale
     from sphinx.cmd.build import build_main
 
     sphinx.locale.translators.clear()  # Sphinx caches its UI words per process: the last language's otherwise
-    if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(doctrees), str(src), str(out)]):
+    if build_main(["-b", "html", "-q", "-W", "--keep-going", *(["-E"] if fresh else []), "-d", str(doctrees),
+                   str(src), str(out)]):
         raise SiteError(f"{lang.code}: sphinx-build failed (its messages are above)")
 
 
@@ -388,7 +390,8 @@ def main(argv=None):
                 print(line, flush=True)
             src = CACHE / lang.code / "src"
             written = stage(lang, languages, src, found)
-            sphinx(lang, src, CACHE / lang.code / "html", CACHE / lang.code / "doctrees")
+            configured = [rel for rel in written if not rel.endswith((".ipynb", ".md", "site.json"))]
+            sphinx(lang, src, CACHE / lang.code / "html", CACHE / lang.code / "doctrees", fresh=bool(configured))
             mirror(CACHE / lang.code / "html", SITE / lang.code)
             pages = len(list((SITE / lang.code).glob("*.html")))
             print(f"site: {lang.code}: {pages} pages in build/site/{lang.code}/ ({len(written)} staged files "

@@ -87,6 +87,17 @@ def language_links(app, pagename, templatename, context, doctree):
     up = "../" * (pagename.count("/") + 1)
     target = app.builder.get_target_uri(pagename)
     context["course_languages"] = [(code, label, f"{up}{code}/{target}") for code, label in SITE["languages"]]
+    context["course_authors"] = chinese_spans(SITE["authors"])
+
+
+def chinese_in_template_words(app, pagename, templatename, context, doctree):
+    """lang="zh" on the Chinese of words the theme's templates show on English pages: the sidebar's link
+    home (sphinx-book-theme sets root_title) and the previous/next links' titles (HTML already)."""
+    context["root_title"] = chinese_spans(SITE["title"])
+    for key in ("prev", "next"):
+        if SITE["language"] != "zh" and context.get(key) and context[key].get("title"):
+            title = CHINESE.sub(lambda m: f'<span lang="zh">{m.group()}</span>', context[key]["title"])
+            context[key] = {**context[key], "title": title}
 
 
 NOT_PROSE = (nodes.literal_block, nodes.raw, nodes.math, nodes.math_block, nodes.comment, nodes.image)
@@ -146,6 +157,8 @@ class FigureCaptions(SphinxTransform):
 
 
 def setup(app):
-    app.connect("html-page-context", language_links)
+    # Before the theme renders its header items to drop the empty ones (the switch would be one of them).
+    app.connect("html-page-context", language_links, priority=400)
+    app.connect("html-page-context", chinese_in_template_words, priority=900)  # after the theme's own
     app.add_transform(FigureCaptions)
     app.add_transform(ChineseSpans)
