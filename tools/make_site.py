@@ -375,6 +375,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lang", nargs="+", choices=sorted(LANGUAGES), default=list(LANGUAGES),
                         help="languages to build (default: every one whose notebooks exist)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail when a cell of the English edition has no current English (default: warn)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
@@ -386,8 +388,14 @@ def main(argv=None):
               flush=True)
         for lang in languages:
             began = time.perf_counter()
-            for line in stale_translations(lang):
+            stale = stale_translations(lang)
+            for line in stale:
                 print(line, flush=True)
+            if stale and args.strict:
+                raise SiteError(f"{lang.code}: {len(stale)} cells without current English (--strict)")
+            if stale:
+                print(f"site: {lang.code}: {len(stale)} cells without current English are shown in Chinese "
+                      "(`.venv/bin/python -m tools.translate check` lists them)", flush=True)
             src = CACHE / lang.code / "src"
             written = stage(lang, languages, src, found)
             configured = [rel for rel in written if not rel.endswith((".ipynb", ".md", "site.json"))]
