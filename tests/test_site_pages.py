@@ -119,3 +119,94 @@ def test_site_packages_are_pinned_and_make_installs_them():
     assert pins and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[\w.]+", p) for p in pins), pins
     makefile = (ROOT / "Makefile").read_text()
     assert "-r requirements-site.txt" in makefile and re.search(r"^site-serve: site$", makefile, re.M)
+
+
+def test_every_page_says_how_to_run_its_own_edition(staged):
+    for code, name, page in pages(staged):
+        note = next(c.source for c in page.cells if c.cell_type == "markdown").split(":::")[1]
+        command = make_site.LANGUAGES[code].lab_command
+        assert f"\n{command}\n" in note, f"{code}/{name}: the note does not say `{command}`"
+        assert ("COURSE_LANG=en" in note) == (code == "en"), f"{code}/{name}: {note}"
+
+
+def test_every_figure_has_its_title_as_alt_text_and_a_numbered_caption(staged):
+    """The title comes from the cell's call of a course figure function (its title= or the default)."""
+    for code, name, page in pages(staged):
+        number = 0
+        for cell in (c for c in page.cells if c.cell_type == "code"):
+            drawn = sum("image/png" in o.get("data", {}) for o in cell.outputs)
+            figures = cell.metadata.get("course_figures", [])
+            assert len(figures) == drawn, f"{code}/{name}: cell {cell.id} draws {drawn}, describes {len(figures)}"
+            for figure in figures:
+                number += 1
+                assert len(figure["alt"]) >= 8 and not figure["alt"].endswith(".png"), figure
+                assert figure["caption"] == make_site.LANGUAGES[code].figure.format(n=number, title=figure["alt"])
+
+
+def test_figure_titles_are_read_from_the_call_or_the_functions_default():
+    defaults = make_site.plot_titles()
+    assert defaults["plot_attention"] == "Attention weights"
+    source = ('plot_attention(w, title="Given")\nplot_heads(w)\nplot_mask_row(m, ["a"], title=f"w={w}")\n'
+              'ax.plot(x)\n')
+    assert make_site.figure_titles(source, defaults) == ["Given", defaults["plot_heads"], "w=…"]
+
+
+def test_both_editions_have_the_same_section_anchors(staged):
+    """The language switch keeps the section: the anchor of each heading is made of its cell's id, which
+    both editions share, so every anchor of a page exists in the other edition's page."""
+    if len(staged) < 2:
+        pytest.skip("one language built")
+    anchor = re.compile(r"^\((sec-[\w-]+)\)=$", re.M)
+    for name in LESSONS:
+        found = {code: [a for c in read_nb(folder / f"{name}.ipynb").cells if c.cell_type == "markdown"
+                        for a in anchor.findall(c.source)] for code, folder in staged.items()}
+        zh, en = found["zh"], found["en"]
+        assert zh and zh == en, f"{name}: anchors differ: {sorted(set(zh) ^ set(en))[:5]}"
+        assert len(set(zh)) == len(zh), f"{name}: an anchor twice"
+
+
+def test_section_anchors_skip_fenced_code():
+    source = "## A\n\n```python\n# not a heading\n```\n\n### B\n"
+    marked = make_site.add_section_anchors(source, "03_cell_7")
+    assert marked.count("(sec-03-cell-7-") == 2 and "(sec-03-cell-7-0)=\n\n## A" in marked
+    assert "(sec-03-cell-7-1)=\n\n### B" in marked and "# not a heading" in marked
+
+
+def test_the_download_button_ships_each_chapters_self_study_notebook(staged):
+    for code, folder in staged.items():
+        for name in LESSONS:
+            shipped = folder / "extra" / "notebooks" / f"{name}.ipynb"
+            original = make_site.LANGUAGES[code].notebooks / f"{name}.ipynb"
+            assert shipped.read_bytes() == original.read_bytes(), f"{code}/{name}"
+
+
+def test_the_landing_page_picks_the_browsers_language_falling_back_to_the_first():
+    langs = [make_site.LANGUAGES["zh"], make_site.LANGUAGES["en"]]
+    page = make_site.landing_page(langs)
+    assert "navigator.languages" in page and 'const built = ["zh", "en"]' in page
+    assert '<noscript><meta http-equiv="refresh" content="0; url=zh/index.html">' in page
+
+
+def test_repository_comes_from_the_environment_then_the_setting(monkeypatch, tmp_path):
+    monkeypatch.setenv("SITE_REPOSITORY", "https://example.org/course.git")
+    found = make_site.settings()
+    assert found["repository"] == "https://example.org/course.git" and found["repository_from"] == "SITE_REPOSITORY"
+    assert found["authors"] and isinstance(found["year"], int)
+    note = make_site.run_locally_note(make_site.LANGUAGES["en"], "text", found["repository"])
+    assert "git clone https://example.org/course.git shousi-transformer" in note
+    monkeypatch.delenv("SITE_REPOSITORY")
+    settings = tmp_path / "settings.toml"
+    settings.write_text('authors = "A"\nrepository = "https://example.org/set.git"\nyear = 2026\n', encoding="utf-8")
+    monkeypatch.setattr(make_site, "SETTINGS", settings)
+    assert make_site.settings()["repository"] == "https://example.org/set.git"
+
+
+def test_a_stale_english_cell_is_one_warning_line(monkeypatch):
+    """`make site` prints one line per markdown cell whose English is missing, fuzzy or stale."""
+    lines = {LESSONS[0]: ["00: markdown cell 3 ('# x'): its English is marked fuzzy (the Chinese changed): ..."],
+             LESSONS[1]: ["01: markdown cell 5 ('y') has no English: ...", "lessons/en/01.po: the entry 'z' matches "
+                          "no markdown cell of the lesson: ..."]}
+    monkeypatch.setattr(make_site.translate, "problems", lambda name: lines.get(name, []))
+    warned = make_site.stale_translations(make_site.LANGUAGES["en"])
+    assert warned == [f"site: en: warning: {lines[LESSONS[0]][0]}", f"site: en: warning: {lines[LESSONS[1]][0]}"]
+    assert make_site.stale_translations(make_site.LANGUAGES["zh"]) == []

@@ -18,19 +18,22 @@ A language is built when its notebook folder holds every chapter; one that holds
 skipped with a note, a partial one is an error.
 """
 import argparse
+import ast
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from tools import build
+from tools import build, translate
 
 ROOT = build.ROOT
 SITE = ROOT / "build" / "site"
@@ -38,6 +41,11 @@ CACHE = ROOT / "build" / "site-cache"
 CONFIG = ROOT / "tools" / "site"  # conf.py, templates and CSS, copied into every staged source
 SOLUTION_REGION = re.compile(rf"^\s*{build.BEGIN_SOLUTION}\n(.*?)^\s*{build.END_SOLUTION}", re.M | re.S)
 PROVIDED_TAG = "remove-input"  # MyST-NB: the cell's code is not rendered, its outputs are
+SETTINGS = CONFIG / "settings.toml"  # authors, repository, licence, citation year
+PLOTS = ROOT / "tutor" / "plots"  # the course's figure functions: each takes a title= (the figure's alt text)
+HEADING = re.compile(r"^(#{1,6}) \S")
+FENCE = re.compile(r"^\s*(```|~~~|:::)")
+NO_REPOSITORY = "<repository URL>"
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,12 @@ class Language:
     note_title: str
     note: str        # atop a chapter; {path}: its notebook in the repository
     about: str       # atop the home page
+    lab_command: str  # how to open this edition: every page says it
     lab_hint: str
     toc_caption: str
+    download: str    # the "download this notebook" button
+    figure: str      # "Figure {n}. {title}": the numbered caption of a figure
+    footer: dict     # the footer's words
 
 
 LANGUAGES = {
@@ -68,8 +80,11 @@ LANGUAGES = {
         about=("每一章是 `{path}/` 里一个自学笔记本的网页版，供阅读："
                "练习处是等你补全的代码框架（stub），输出和图是参考答案运行的结果。"
                "要运行并完成练习（需要 Python ≥ 3.11 和 `make`，不需要 GPU）："),
-        lab_hint="`make lab` 第一次运行时安装环境，然后在 JupyterLab 里打开你的 `workspace/`。",
-        toc_caption="章节"),
+        lab_command="make lab",
+        lab_hint="`make lab` 第一次运行时安装环境，然后在 JupyterLab 里打开你的 `workspace/`（中文版）。",
+        toc_caption="章节", download="下载笔记本", figure="图 {n}　{title}",
+        footer={"by": "作者：", "repository": "代码仓库", "licence": "许可证", "cite": "引用本课程",
+                "site": "网页版"}),
     "en": Language(
         code="en", sphinx="en", label="English", notebooks=build.NOTEBOOKS / "en",
         title="Transformer from Scratch (手撕 Transformer)",
@@ -82,9 +97,12 @@ LANGUAGES = {
         about=("Each chapter is the web version of a self-study notebook in `{path}/`, for reading: exercises "
                "are the stubs you fill in, outputs and figures come from running the reference answers. To run "
                "them and do the exercises (Python ≥ 3.11 and `make`, no GPU):"),
-        lab_hint=("`make lab` sets the environment up on its first run, then opens your `workspace/` in "
-                  "JupyterLab (the README says how to choose the English edition)."),
-        toc_caption="Chapters"),
+        lab_command="make lab COURSE_LANG=en",
+        lab_hint=("`make lab COURSE_LANG=en` sets the environment up on its first run, then opens the English "
+                  "edition, your `workspace/en/`, in JupyterLab (plain `make lab` opens the Chinese one)."),
+        toc_caption="Chapters", download="Download notebook", figure="Figure {n}. {title}",
+        footer={"by": "By", "repository": "Repository", "licence": "Licence", "cite": "Cite this course",
+                "site": "web edition"}),
 }
 
 
@@ -124,6 +142,52 @@ def available_languages(codes):
     return found
 
 
+def plot_titles():
+    """{function: its default title} of every figure function in tutor/plots/ (read, not imported)."""
+    titles = {}
+    for file in sorted(PLOTS.glob("*.py")):
+        for fn in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(fn, ast.FunctionDef) and fn.name.startswith("plot_"):
+                args = fn.args.args[len(fn.args.args) - len(fn.args.defaults):] + fn.args.kwonlyargs
+                defaults = fn.args.defaults + fn.args.kw_defaults
+                titles[fn.name] = next((d.value for a, d in zip(args, defaults, strict=True) if a.arg == "title"
+                                        and isinstance(d, ast.Constant)), None)
+    return titles
+
+
+def figure_titles(source, defaults):
+    """The titles of the figures ``source`` draws, in order: each call of a course figure function
+    (``plot_*``), with its ``title=`` when that is a string (an f-string's fields become "…"), else
+    the function's default title."""
+    calls = sorted((node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) in defaults),
+                   key=lambda node: (node.lineno, node.col_offset))
+    titles = []
+    for call in calls:
+        given = next((k.value for k in call.keywords if k.arg == "title"), None)
+        if isinstance(given, ast.Constant) and isinstance(given.value, str):
+            titles.append(given.value)
+        elif isinstance(given, ast.JoinedStr):
+            titles.append("".join(v.value if isinstance(v, ast.Constant) else "…" for v in given.values))
+        else:
+            titles.append(defaults[getattr(call.func, "id", getattr(call.func, "attr", None))])
+    return titles
+
+
+def add_section_anchors(source, cell_id):
+    """``source`` (a markdown cell) with a MyST target before each heading, ``sec-<cell id>-<k>``: the
+    same cell has the same id in both editions, so the language switch keeps the reader's section."""
+    lines, fenced, k = [], False, 0
+    for line in source.split("\n"):
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and HEADING.match(line):
+            lines += [f"(sec-{cell_id.replace('_', '-').lower()}-{k})=", ""]
+            k += 1
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def solution_lines(key):
     """Significant lines (12 characters or more, no comment) of the answer key's solution regions."""
     lines = set()
@@ -142,7 +206,7 @@ def output_text(output):
     return "\n".join(v for k, v in output.get("data", {}).items() if k.startswith("text/") and isinstance(v, str))
 
 
-def publishable(name, lang):
+def publishable(name, lang, repository=""):
     """The page of chapter ``name`` in ``lang``: the self-study notebook with the answer key's
     outputs where the code is the same, none that shows reference code; provided code left out."""
     page = nbformat.read(lang.notebooks / f"{name}.ipynb", as_version=4)
@@ -152,56 +216,99 @@ def publishable(name, lang):
     if code_ids != list(keyed):
         raise SiteError(f"{lang.code}/{name}: its code cells differ from the answer key's (ids {code_ids[:3]}... vs "
                         f"{list(keyed)[:3]}...): rebuild it (tools/build.py) before the site")
-    secret = solution_lines(key)
+    secret, defaults, figures = solution_lines(key), plot_titles(), 0
+    header = next(c for c in page.cells if c.cell_type == "markdown")  # the title first, then the note
     for cell in page.cells:
-        if cell.cell_type != "code":
+        if cell.cell_type == "markdown":
+            cell.source = cell.source if cell is header else add_section_anchors(cell.source, cell.id)
             continue
         solved = keyed[cell.id]
         if solved.source == cell.source:  # an exercise's cell differs: the stub is shown, without outputs
             cell.outputs = [copy.deepcopy(o) for o in solved.outputs
                             if not any(line in output_text(o) for line in secret)]
             cell.execution_count = solved.execution_count if cell.outputs else None
+        drawn = sum("image/png" in o.get("data", {}) for o in cell.outputs)
+        if drawn:
+            titles = figure_titles(cell.source, defaults)
+            if len(titles) != drawn:
+                raise SiteError(f"{lang.code}/{name}: cell {cell.id} shows {drawn} figures but calls {len(titles)} "
+                                "course figure functions (tutor.plots.plot_*, whose title= is the figure's alt text)")
+            cell.metadata["course_figures"] = [{"alt": title, "caption": lang.figure.format(n=figures + k, title=title)}
+                                               for k, title in enumerate(titles, 1)]
+            figures += drawn
         if cell.metadata.get("jupyter", {}).get("source_hidden"):
             cell.metadata["tags"] = [PROVIDED_TAG]
-    header = next(c for c in page.cells if c.cell_type == "markdown")  # the title first, then the note
     source = header.source.removeprefix(build.GENERATED.format(name=name))  # a page says nothing of the build
     title, _, text = source.partition("\n")
-    note = run_locally_note(lang, lang.note.format(path=(shown_path(lang.notebooks) / f"{name}.ipynb").as_posix()))
+    note = run_locally_note(lang, lang.note.format(path=(shown_path(lang.notebooks) / f"{name}.ipynb").as_posix()),
+                            repository)
     header.source = "\n\n".join([title, note, text.strip("\n")])
     return page
 
 
-def repository_url():
-    """What `git clone` takes: the remote the site was built from when it is a web address."""
+def settings():
+    """tools/site/settings.toml, with ``repository`` resolved (SITE_REPOSITORY, the setting, the ``origin``
+    remote when it is a web address, in that order) and ``repository_from`` saying where it came from."""
+    found = tomllib.loads(SETTINGS.read_text(encoding="utf-8"))
     proc = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True)
-    url = proc.stdout.strip()
-    return url if proc.returncode == 0 and url.startswith(("https://", "http://")) else "<repository URL>"
+    origin = proc.stdout.strip() if proc.returncode == 0 else ""
+    for url, where in ((os.environ.get("SITE_REPOSITORY", ""), "SITE_REPOSITORY"),
+                       (found.get("repository", ""), f"{shown_path(SETTINGS)}: repository"),
+                       (origin, "the origin remote")):
+        if url.startswith(("https://", "http://")):
+            return found | {"repository": url, "repository_from": where}
+    return found | {"repository": "", "repository_from": f"nowhere: set repository in {shown_path(SETTINGS)}"}
 
 
-def run_locally_note(lang, text):
-    """The "run it on your own computer" box at the top of every page (MyST): ``text``, then how."""
+def run_locally_note(lang, text, repository):
+    """The "run it on your own computer" box at the top of every page (MyST): ``text``, then how to run
+    this edition."""
     return "\n".join([
         f":::{{admonition}} {lang.note_title}", ":class: tip", "", text, "",
-        "```bash", f"git clone {repository_url()} shousi-transformer && cd shousi-transformer", "make lab", "```",
-        "", lang.lab_hint, ":::"])
+        "```bash", f"git clone {repository or NO_REPOSITORY} shousi-transformer && cd shousi-transformer",
+        lang.lab_command, "```", "", lang.lab_hint, ":::"])
 
 
-def index_page(lang, chapters):
-    """The language's home page: what the course is, how to run it, every chapter (the sidebar)."""
+def stale_translations(lang):
+    """One line per markdown cell of the English edition without current English (tools.translate:
+    missing, fuzzy or for an older Chinese text): the site shows that cell in Chinese."""
+    if lang.code != "en":
+        return []
+    return [f"site: en: warning: {line}" for name in build.lesson_names() for line in translate.problems(name)
+            if "matches no markdown cell" not in line]
+
+
+def citation(lang, found):
+    """A BibTeX entry for the course (the home page's "cite" section)."""
+    url = found["repository"] or NO_REPOSITORY
+    return "\n".join(["@misc{shousi_transformer,", f"  author = {{{{{found['authors']}}}}},",
+                      f"  title = {{{lang.title}}},", f"  year = {{{found['year']}}},",
+                      f"  howpublished = {{\\url{{{url}}}}},", "}"])
+
+
+def index_page(lang, chapters, found):
+    """The language's home page: what the course is, how to run it, every chapter (the sidebar), how to cite it."""
     about = lang.about.format(path=shown_path(lang.notebooks).as_posix())
-    return "\n".join([f"# {lang.title}", "", lang.intro, "", run_locally_note(lang, about), "",
-                      "```{toctree}", ":maxdepth: 1", f":caption: {lang.toc_caption}", "", *chapters, "```", ""])
+    return "\n".join([f"# {lang.title}", "", lang.intro, "", run_locally_note(lang, about, found["repository"]), "",
+                      "```{toctree}", ":maxdepth: 1", f":caption: {lang.toc_caption}", "", *chapters, "```", "",
+                      "(cite)=", f"## {lang.footer['cite']}", "", "```bibtex", citation(lang, found), "```", ""])
 
 
-def stage(lang, languages, src):
-    """Write the Sphinx source of ``lang`` into ``src``; returns the names of the files written."""
-    chapters = build.lesson_names()
+def stage(lang, languages, src, found=None):
+    """Write the Sphinx source of ``lang`` into ``src``; returns the names of the files written. Each
+    chapter's self-study notebook goes along as it is (extra/notebooks/: the download button's file)."""
+    chapters, found = build.lesson_names(), found or settings()
     written = []
-    settings = {"language": lang.code, "sphinx_language": lang.sphinx, "title": lang.title,
-                "languages": [[other.code, other.label] for other in languages]}
-    files = {"site.json": json.dumps(settings, ensure_ascii=False, indent=1) + "\n",
-             "index.md": index_page(lang, chapters)}
-    files |= {f"{name}.ipynb": nbformat.writes(publishable(name, lang)) + "\n" for name in chapters}
+    site = {"language": lang.code, "sphinx_language": lang.sphinx, "title": lang.title,
+            "languages": [[other.code, other.label] for other in languages], "chapters": chapters,
+            "download": lang.download, "footer": lang.footer,
+            **{key: found.get(key, "") for key in ("authors", "repository", "licence", "licence_url", "year")}}
+    files = {"site.json": json.dumps(site, ensure_ascii=False, indent=1) + "\n",
+             "index.md": index_page(lang, chapters, found)}
+    files |= {f"{name}.ipynb": nbformat.writes(publishable(name, lang, found["repository"])) + "\n"
+              for name in chapters}
+    files |= {f"extra/notebooks/{name}.ipynb": (lang.notebooks / f"{name}.ipynb").read_text(encoding="utf-8")
+              for name in chapters}
     files |= {str(p.relative_to(CONFIG)): p.read_text(encoding="utf-8") for p in sorted(CONFIG.rglob("*"))
               if p.is_file() and "__pycache__" not in p.parts}
     for rel, text in files.items():
@@ -212,14 +319,16 @@ def stage(lang, languages, src):
     return written
 
 
-def sphinx(lang, src, out, doctrees):
+def sphinx(lang, src, out, doctrees, fresh=False):
     """sphinx-build in this process (one start for every language; incremental: its environment in
-    ``doctrees`` says what changed); warnings are errors."""
+    ``doctrees`` says what changed; ``fresh``: every page read and written again, as when the site's
+    configuration, templates or scripts changed, which Sphinx does not see); warnings are errors."""
     import sphinx.locale
     from sphinx.cmd.build import build_main
 
     sphinx.locale.translators.clear()  # Sphinx caches its UI words per process: the last language's otherwise
-    if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(doctrees), str(src), str(out)]):
+    if build_main(["-b", "html", "-q", "-W", "--keep-going", *(["-E"] if fresh else []), "-d", str(doctrees),
+                   str(src), str(out)]):
         raise SiteError(f"{lang.code}: sphinx-build failed (its messages are above)")
 
 
@@ -245,12 +354,20 @@ def mirror(src, dst):
 
 
 def landing_page(languages):
-    """build/site/index.html: the first language, with a link to each."""
+    """build/site/index.html: the reader's language (the browser's, navigator.languages), the first
+    language (zh) when none is built or without JavaScript; a link to each."""
     links = " · ".join(f'<a href="{lang.code}/index.html" hreflang="{lang.code}">{lang.label}</a>'
                        for lang in languages)
-    first = languages[0].code
+    first, codes = languages[0].code, json.dumps([lang.code for lang in languages])
+    script = ("const built = " + codes + ";\n"
+              "const wanted = (navigator.languages && navigator.languages.length ? navigator.languages"
+              " : [navigator.language || '']).map((l) => l.toLowerCase().split('-')[0]);\n"
+              "const lang = wanted.find((l) => built.includes(l)) || built[0];\n"
+              "location.replace(lang + '/index.html' + location.hash);")
     return (f'<!DOCTYPE html>\n<html lang="{first}"><head><meta charset="utf-8">'
-            f'<meta http-equiv="refresh" content="0; url={first}/index.html">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<script>\n{script}\n</script>"
+            f'<noscript><meta http-equiv="refresh" content="0; url={first}/index.html"></noscript>'
             f"<title>{languages[0].title}</title></head><body><p>{links}</p></body></html>\n")
 
 
@@ -258,17 +375,31 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lang", nargs="+", choices=sorted(LANGUAGES), default=list(LANGUAGES),
                         help="languages to build (default: every one whose notebooks exist)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail when a cell of the English edition has no current English (default: warn)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
         languages = available_languages(args.lang)
         if not languages:
             raise SiteError(f"no notebooks for {args.lang}")
+        found = settings()
+        print(f"site: repository {found['repository'] or NO_REPOSITORY} (from {found['repository_from']})",
+              flush=True)
         for lang in languages:
             began = time.perf_counter()
+            stale = stale_translations(lang)
+            for line in stale:
+                print(line, flush=True)
+            if stale and args.strict:
+                raise SiteError(f"{lang.code}: {len(stale)} cells without current English (--strict)")
+            if stale:
+                print(f"site: {lang.code}: {len(stale)} cells without current English are shown in Chinese "
+                      "(`.venv/bin/python -m tools.translate check` lists them)", flush=True)
             src = CACHE / lang.code / "src"
-            written = stage(lang, languages, src)
-            sphinx(lang, src, CACHE / lang.code / "html", CACHE / lang.code / "doctrees")
+            written = stage(lang, languages, src, found)
+            configured = [rel for rel in written if not rel.endswith((".ipynb", ".md", "site.json"))]
+            sphinx(lang, src, CACHE / lang.code / "html", CACHE / lang.code / "doctrees", fresh=bool(configured))
             mirror(CACHE / lang.code / "html", SITE / lang.code)
             pages = len(list((SITE / lang.code).glob("*.html")))
             print(f"site: {lang.code}: {pages} pages in build/site/{lang.code}/ ({len(written)} staged files "
