@@ -166,7 +166,9 @@ def diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
     for i in failing:
         got = outcomes[i]
         if isinstance(got, Exception):
-            mid = next((m for fragment, m in EXCEPTIONS if fragment in str(got)), None)
+            on_error = getattr(CHECKS[name], "on_error", None)
+            mid = next((m for fragment, m in EXCEPTIONS if fragment in str(got)), None) \
+                or (on_error(cases[i], got) if on_error else None)
             key = ((mid,), None) if mid else None
         else:
             keys = [k for k in table.order if i in table.entries[k] and (v := table.out(k, i)) is not RAISES
