@@ -385,7 +385,7 @@ class CS336AdamWStateGet:
             g = p.grad.data
             m = b1 * m + (1 - b1) * g
             v = b2 * v + (1 - b2) * g ** 2
-            lr_t = lr * math.sqrt((1 - b2 ** t)) / (1 - b1 ** t)
+            lr_t = lr * math.sqrt((1 - b2 ** t)) / (1 - b1 ** t)  # noqa: UP034 (the source's parentheses)
             p.data -= lr_t * m / (torch.sqrt(v) + eps)
             p.data -= lr * weight_decay * p.data
             state["t"] = t + 1
@@ -623,9 +623,12 @@ def deepseek_v3_sample_next_token(logits, temperature=1.0, top_k=None, top_p=Non
     softmax, ``probs.div_(torch.empty_like(probs).exponential_(1)).argmax(-1)`` (the exponential race);
     ``generate`` takes argmax when temperature is 0. Adapted: the argmax branch moved in; DeepSeek
     has no top-k/top-p, so the contract's filters (the reference's ``top_k_filter``/``top_p_filter``,
-    written out) are applied first; the draw takes the generator (``exponential_(1, generator=...)``)."""
+    written out) are applied to the tempered logits; ``generator`` accepted but not read (DeepSeek's noise
+    comes from the global generator). With the generator passed to ``exponential_`` the draw would equal
+    ``torch.multinomial(probs, 1, generator=...)`` in this PyTorch (its CPU kernel draws the same way)."""
     if temperature == 0:
         return logits.argmax(dim=-1)
+    logits = logits / max(temperature, 1e-5)
     if top_k is not None:
         v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
         logits = logits.masked_fill(logits < v[..., [-1]], float("-inf"))
@@ -635,9 +638,8 @@ def deepseek_v3_sample_next_token(logits, temperature=1.0, top_k=None, top_p=Non
         before = torch.cumsum(sorted_probs, -1) - sorted_probs
         drop = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before >= top_p)
         logits = logits.masked_fill(drop, float("-inf"))
-    logits = logits / max(temperature, 1e-5)
     probs = torch.softmax(logits, dim=-1)
-    return probs.div_(torch.empty_like(probs).exponential_(1, generator=generator)).argmax(dim=-1)
+    return probs.div_(torch.empty_like(probs).exponential_(1)).argmax(dim=-1)
 
 
 # ---------------------------------------------------------------- backward passes and loss (chapter 10)
@@ -787,7 +789,7 @@ def run(entries=HELD_OUT):
 
 if __name__ == "__main__":
     rows = run()
-    for check, name, source, decided, passed, ids, right in rows:
+    for check, name, _source, decided, passed, ids, right in rows:
         got = "pass" if passed else "fail " + (", ".join(sorted(ids)) or "(nothing named)")
         want = "pass" if not decided else "fail " + ", ".join(sorted(decided))
         print(f"{'✓' if right else '✗'} {check:20s} {name:36s} decided: {want:55s} got: {got}")

@@ -165,6 +165,38 @@ def top_p_unsorted(logits, p):
     return logits.masked_fill(drop, float("-inf"))
 
 
+def top_p_strict(logits, p):
+    probs, order = torch.sort(logits.softmax(-1), -1, descending=True)
+    over = probs.cumsum(-1) > p  # bug: strict >, a mass of exactly p keeps one token more
+    drop = torch.cat([torch.zeros_like(over[..., :1]), over[..., :-1]], -1)
+    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+
+def top_p_one_minus_p(logits, p):
+    probs, order = torch.sort(logits.softmax(-1), -1, descending=True)
+    drop = probs.cumsum(-1) - probs >= 1 - p  # bug: the nucleus of mass 1 - p
+    drop[..., 0] = False
+    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+
+def _exactly_k(logits, k):
+    if k is None or k >= logits.size(-1):
+        return logits
+    values, indices = logits.topk(k, -1)
+    return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)  # bug: ties at the k-th dropped
+
+
+def sampling_probs_exactly_k(logits, temperature=1.0, top_k=None, top_p=None):
+    return torch.softmax(R["top_p_filter"](_exactly_k(logits / temperature, top_k), top_p), -1)
+
+
+def sample_next_token_exactly_k(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(-1)
+    return torch.multinomial(sampling_probs_exactly_k(logits, temperature, top_k, top_p), 1,
+                             generator=generator).squeeze(-1)
+
+
 def sampling_probs_temperature_after(logits, temperature=1.0, top_k=None, top_p=None):
     probs = torch.softmax(R["top_p_filter"](R["top_k_filter"](logits, top_k), top_p), -1) ** 1.0 / temperature
     return probs / probs.sum(-1, keepdim=True)  # bug: temperature after the softmax has no effect
@@ -251,6 +283,31 @@ def cross_entropy_mean_all(logits, target, ignore_index=-100, label_smoothing=0.
     nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
     loss = (1 - label_smoothing) * nll - label_smoothing * logp.mean(-1)
     return (loss * keep).sum() / t.numel()  # bug: ignored positions in the denominator
+
+
+def cross_entropy_no_smoothing(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    logp, t = logits.reshape(-1, C).log_softmax(-1), target.reshape(-1)
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    return nll[keep].mean()  # bug: label_smoothing never read
+
+
+def cross_entropy_summed(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    logp, t = logits.reshape(-1, C).log_softmax(-1), target.reshape(-1)
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    return ((1 - label_smoothing) * nll - label_smoothing * logp.mean(-1))[keep].sum()  # bug: sum, not mean
+
+
+def cross_entropy_naive_logsumexp(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    z, t = logits.reshape(-1, C), target.reshape(-1)
+    logp = z - z.exp().sum(-1, keepdim=True).log()  # bug: exp(1000) overflows
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    return ((1 - label_smoothing) * nll - label_smoothing * logp.mean(-1))[keep].mean()
 
 
 def sliding_window_one_more(T, window, device=None):
@@ -354,6 +411,13 @@ CASES = [
     ("layer_norm_backward", layer_norm_backward_no_variance_term, "ln_backward_missing_variance_term"),
     ("cross_entropy", cross_entropy_rest, "ls_over_v_minus_1"),
     ("cross_entropy", cross_entropy_mean_all, "ce_ignored_in_mean"),
+    ("cross_entropy", cross_entropy_no_smoothing, "ce_no_label_smoothing"),
+    ("cross_entropy", cross_entropy_summed, "ce_sum_not_mean"),
+    ("cross_entropy", cross_entropy_naive_logsumexp, "ce_no_max_subtraction"),
+    ("top_p_filter", top_p_strict, "top_p_strict_tie"),
+    ("top_p_filter", top_p_one_minus_p, "top_p_one_minus_p"),
+    ("sampling_probs", sampling_probs_exactly_k, "top_k_ties_dropped"),
+    ("sample_next_token", sample_next_token_exactly_k, "top_k_ties_dropped"),
     ("make_sliding_window_mask", sliding_window_one_more, "window_off_by_one"),
     ("make_sliding_window_mask", sliding_window_symmetric, "window_not_causal"),
     ("attention_flops_and_memory", flops_macs, "flops_macs_not_doubled"),

@@ -2,9 +2,10 @@
 cross-entropy with label smoothing."""
 import torch
 
+from ..engine.diagnosis import combine
 from ..engine.messages import define_mistakes
 from ..engine.running import randn
-from ..engine.specs import Case, FunctionCheck, wrong
+from ..engine.specs import Bug, Case, FunctionCheck, wrong
 
 MISTAKES = define_mistakes({
     "softmax_backward_missing_sum": ("softmax 反向漏了求和项：grad_x = y * (grad_y - sum(grad_y * y))，"
@@ -37,6 +38,20 @@ MISTAKES = define_mistakes({
     "ls_over_v_minus_1": ("标签平滑把 ε 只分给了其余 V−1 个类：PyTorch 的约定是 ε / C 分给全部 C 个类（包括正确类）",
                           "label smoothing spreads ε over the other V−1 classes: PyTorch spreads ε / C over all C "
                           "classes, the true one included"),
+    "ce_no_label_smoothing": (
+        "忽略了 label_smoothing：平滑后的目标是 (1 - ε)·onehot + ε / C，"
+        "损失是 (1 - ε)·nll + ε·mean(-log p)",
+        "label_smoothing ignored: the smoothed target is (1 - ε)·onehot + ε / C, the loss (1 - ε)·nll + "
+        "ε·mean(-log p)"),
+    "ce_sum_not_mean": (
+        "损失是求和而不是平均：应除以未被忽略的位置数（F.cross_entropy 的 reduction='mean'）",
+        "the loss is summed, not averaged: divide by the number of positions not ignored (F.cross_entropy's "
+        "reduction='mean')"),
+    "ce_no_max_subtraction": (
+        "log-sum-exp 没有先减去最大值：logits 很大（约 1000）时 exp 溢出成 inf，"
+        "损失变成 NaN/inf；用 logits - logits.max(-1, keepdim=True) 或 torch.logsumexp",
+        "log-sum-exp without subtracting the max first: with large logits (~1000) exp overflows to inf and the "
+        "loss becomes NaN/inf; use logits - logits.max(-1, keepdim=True) or torch.logsumexp"),
     "ce_ignored_in_mean": ("被忽略的位置也算进了平均的分母：只对 target != ignore_index 的位置求平均",
                            "ignored positions count in the mean's denominator: average over the positions with target "
                            "!= ignore_index only"),
@@ -77,27 +92,33 @@ def layer_norm_backward_variants(ref, case):
             wrong("ln_backward_sums_fixed_axes", fixed_axes)]
 
 
+CROSS_ENTROPY_BUGS = [Bug("ls_over_v_minus_1", dict(smoothing="rest")),
+                      Bug("ce_no_label_smoothing", dict(smoothing="none")),
+                      Bug("ce_ignored_in_mean", dict(mean="all")), Bug("ce_sum_not_mean", dict(mean="sum")),
+                      Bug("loss_includes_pad", dict(use_ignore=False)),
+                      Bug("ce_no_max_subtraction", dict(stable=False))]
+
+
 def cross_entropy_variants(ref, case):
     logits, target, ignore, eps = case["logits"], case["target"], case["ignore_index"], case["label_smoothing"]
     C = logits.size(-1)
     z, t = logits.reshape(-1, C), target.reshape(-1)
 
-    def run(over_rest=False, mean_all=False, use_ignore=True):
-        logp = torch.log_softmax(z, -1)
+    def run(smoothing="all", mean="kept", use_ignore=True, stable=True):
+        logp = torch.log_softmax(z, -1) if stable else z - z.exp().sum(-1, keepdim=True).log()
         keep = t != ignore if use_ignore else torch.ones_like(t, dtype=torch.bool)
-        safe = t.masked_fill(t == ignore, 0)
+        safe = t.masked_fill(t == ignore, 0) if use_ignore else t.clamp_min(0)
         nll = -logp.gather(-1, safe[:, None]).squeeze(-1)
-        if over_rest:
-            rest = (-logp.sum(-1) - nll) / (C - 1)
-            loss = (1 - eps) * nll + eps * rest
+        if smoothing == "rest":
+            loss = (1 - eps) * nll + eps * (-logp.sum(-1) - nll) / (C - 1)
+        elif smoothing == "none":
+            loss = nll
         else:
             loss = (1 - eps) * nll + eps * -logp.mean(-1)
         total = loss[keep].sum()
-        return {"loss": total / (t.numel() if mean_all else keep.sum())}
+        return {"loss": total if mean == "sum" else total / (t.numel() if mean == "all" else keep.sum())}
 
-    return [wrong("ls_over_v_minus_1", lambda: run(over_rest=True)),
-            wrong("ce_ignored_in_mean", lambda: run(mean_all=True)),
-            wrong("loss_includes_pad", lambda: run(use_ignore=False))]
+    return combine(CROSS_ENTROPY_BUGS, run)
 
 
 # ---------------------------------------------------------------- the checks
@@ -151,4 +172,5 @@ FunctionCheck("cross_entropy", cases=_cross_entropy_cases, outputs=("loss",), gr
               variants=cross_entropy_variants,
               call=lambda f, case, x: f(x["logits"], case["target"].clone(), ignore_index=case["ignore_index"],
                                         label_smoothing=case["label_smoothing"]),
-              mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1"))
+              mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1", "ce_no_label_smoothing", "ce_sum_not_mean",
+                        "ce_no_max_subtraction"))

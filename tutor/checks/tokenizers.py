@@ -6,7 +6,7 @@ shows both sides readably.
 from ..engine.diagnosis import combine
 from ..engine.messages import define_mistakes
 from ..engine.running import solutions
-from ..engine.specs import Bug, Case, FunctionCheck, wrong
+from ..engine.specs import Bug, Case, FunctionCheck
 
 END = "</w>"
 
@@ -137,7 +137,8 @@ LEARN_BUGS = [Bug("bpe_across_word_boundaries", dict(data="one sequence")),
 def learn_variants(ref, case):
     corpus, n = case["word_freqs"], case["num_merges"]
     data = {"words": [(list(word) + [END], freq) for word, freq in corpus.items()],
-            "one sequence": [([s for word, freq in corpus.items() for _ in range(freq) for s in list(word) + [END]], 1)],
+            "one sequence": [([s for word, freq in corpus.items() for _ in range(freq)
+                               for s in list(word) + [END]], 1)],
             "unweighted": [(list(word) + [END], 1) for word in corpus],
             "glued": [(list(word[:-1]) + [word[-1] + END], freq) for word, freq in corpus.items()]}
 
@@ -163,7 +164,8 @@ def _learn_cases():
         ("合并不能跨符号 / a merge never crosses a symbol: ab 10, abc 3, bc 9", {"ab": 10, "abc": 3, "bc": 9}, 6)]]
 
 
-ENCODE_BUGS = [Bug("bpe_merges_out_of_order", dict(order="scan")), Bug("bpe_greedy_longest_match", dict(order="greedy")),
+ENCODE_BUGS = [Bug("bpe_merges_out_of_order", dict(order="scan")),
+               Bug("bpe_greedy_longest_match", dict(order="greedy")),
                Bug("bpe_replace_across_symbols", dict(order="replace")), Bug("bpe_no_end_of_word", dict(end="none")),
                Bug("bpe_end_marker_after_merges", dict(end="after")), Bug("bpe_end_marker_glued", dict(end="glued")),
                Bug("bpe_end_marker_stripped", dict(stripped=True))]
