@@ -1,5 +1,7 @@
 """Wrong implementations of the shared LLM components (docs/CONTRACT_LLM.md), each a classic mistake."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -382,7 +384,120 @@ def flops_mha_projections(n, d, H, num_kv_heads=None, batch=1, bytes_per_element
     return batch * (8 * n * d * d + 4 * n * n * d), batch * H * n * n * bytes_per_element  # bug: K, V as in MHA
 
 
+
+class GQAScaledByDModel(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        B, T, d = x.shape
+        H, G, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, G, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, G, d_k).transpose(1, 2)
+        T_past = 0 if cache is None else cache[0].size(2)
+        if self.rope:
+            pos = self.positions(T_past, T)
+            q, k = self.rotate(q, pos), self.rotate(k, pos)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+        s = q @ self.expand(k).transpose(-2, -1) / math.sqrt(d)  # bug: sqrt(d_model)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        w = torch.softmax(s, -1).nan_to_num(0.0)
+        out = w @ self.expand(v)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, d)), (k, v)
+
+class GQAMaskInverted(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        return super().forward(x, None if mask is None else ~mask, cache)  # bug: True = blocked
+
+class BlockNoAttnResidual(Block):
+    def forward(self, x, mask=None, cache=None):
+        a, cache = self.attn(self.norm1(x), mask, cache)
+        h = self.dropout(a)  # bug: no x +
+        return h + self.dropout(self.ffn(self.norm2(h))), cache
+
+class BlockSharedNorm(Block):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.norm2 = self.norm1  # bug: one norm twice
+
+class BlockCacheNone(Block):
+    def forward(self, x, mask=None, cache=None):
+        out, _ = super().forward(x, mask, cache)
+        return out, None  # bug: the cache is not returned
+
+def generate_first_position(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None,
+                            use_cache=True):
+    model.eval()
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(idx)
+            nxt = R["sample_next_token"](logits[:, 0], temperature, top_k, top_p, generator)  # bug: position 0
+            idx = torch.cat([idx, nxt[:, None]], 1)
+    return idx
+
+def generate_always_cached(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None,
+                           use_cache=True):
+    model.eval()
+    with torch.no_grad():
+        logits, caches = model.forward_cached(idx)  # bug: use_cache ignored, always cached
+        for _ in range(max_new_tokens):
+            nxt = R["sample_next_token"](logits[:, -1], temperature, top_k, top_p, generator)
+            idx = torch.cat([idx, nxt[:, None]], 1)
+            logits, caches = model.forward_cached(nxt[:, None], caches)
+    return idx
+
+def beam_length_without_eos(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    alive, scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_new_tokens):
+        lp = step_fn(alive).double()
+        V = lp.size(-1)
+        top, flat = (scores[:, None] + lp).flatten().topk(min(beam_size, lp.numel()))
+        ys = torch.cat([alive[flat // V], (flat % V)[:, None]], 1)
+        done = flat % V == eos_id
+        finished += [(ys[i], float(top[i])) for i in range(len(ys)) if done[i]]
+        alive, scores = ys[~done], top[~done]
+        if len(alive) == 0 or len(finished) >= beam_size:
+            break
+    n0 = prefix.numel()
+    def key(c):
+        n = len(c[0]) - n0 - (1 if int(c[0][-1]) == eos_id else 0)  # bug: EOS not counted
+        return c[1] / max(n, 1) ** alpha
+    best = max(finished + list(zip(alive, scores.tolist())), key=key)
+    return best[0], float(key(best))
+
+def _ln_backward(x, weight, grad_out, eps=1e-5, unbiased=False, eps_out=False, no_mean_g=False):
+    var = x.var(-1, keepdim=True, unbiased=unbiased)
+    sigma = var.sqrt() + eps if eps_out else torch.sqrt(var + eps)
+    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
+    g, d = grad_out * weight, x.size(-1)
+    mg = 0 if no_mean_g else g.mean(-1, keepdim=True)
+    grad_x = (g - mg - x_hat * (g * x_hat).mean(-1, keepdim=True)) / sigma
+    return grad_x, (grad_out * x_hat).reshape(-1, d).sum(0), grad_out.reshape(-1, d).sum(0)
+
+def layer_norm_backward_unbiased(x, weight, grad_out, eps=1e-5):
+    return _ln_backward(x, weight, grad_out, eps, unbiased=True)  # bug: var / (d - 1)
+
+
+def layer_norm_backward_eps_outside(x, weight, grad_out, eps=1e-5):
+    return _ln_backward(x, weight, grad_out, eps, eps_out=True)  # bug: sqrt(var) + eps
+
+
+def layer_norm_backward_no_mean_g(x, weight, grad_out, eps=1e-5):
+    return _ln_backward(x, weight, grad_out, eps, no_mean_g=True)  # bug: g - x_hat * mean(g * x_hat) only
+
+
 CASES = [
+    ("GroupedQueryAttention", GQAScaledByDModel, "scale_by_d_model"),
+    ("GroupedQueryAttention", GQAMaskInverted, "mask_inverted"),
+    ("GPTBlock", BlockNoAttnResidual, "missing_residual"),
+    ("GPTBlock", BlockSharedNorm, "shared_norm"),
+    ("GPTBlock", BlockCacheNone, "kv_cache_not_returned"),
+    ("generate", generate_first_position, "generate_wrong_position"),
+    ("generate", generate_always_cached, "generate_use_cache_ignored"),
+    ("beam_search", beam_length_without_eos, "beam_length_excludes_eos"),
+    ("layer_norm_backward", layer_norm_backward_unbiased, "ln_unbiased_var"),
+    ("layer_norm_backward", layer_norm_backward_eps_outside, "ln_eps_outside_sqrt"),
+    ("layer_norm_backward", layer_norm_backward_no_mean_g, "ln_backward_no_mean_g"),
     ("repeat_kv", repeat_kv_cycled, "gqa_repeat_not_interleave"),
     ("GroupedQueryAttention", GQARepeat, "gqa_repeat_not_interleave"),
     ("GroupedQueryAttention", GQAHalfSplitRope, "rope_half_split"),

@@ -42,9 +42,17 @@ MISTAKES = define_mistakes({
                            "之前把分数设为很大的负数",
                            "mask applied after the softmax: zeroing weights afterwards leaves rows that do not sum to "
                            "1; fill the scores before the softmax"),
-    "mask_multiplies_scores": ("用掩码乘分数：被遮挡的分数变成 0 而不是很大的负数，仍然分到权重",
-                               "the mask multiplies the scores: blocked scores become 0, not a large negative number, "
-                               "and still get weight"),
+    "mask_multiplies_scores": ("被遮挡的分数变成了 0（scores * mask，或 masked_fill(~mask, 0)）"
+                               "而不是很大的负数：exp(0) = 1，它们仍然分到权重；用 -inf 或 dtype 最小值填充",
+                               "blocked scores become 0 (scores * mask, or masked_fill(~mask, 0)), not a large negative "
+                               "number: exp(0) = 1, so they still get weight; fill with -inf or the dtype's minimum"),
+    "mask_zero_then_after_softmax": ("先把被遮挡的分数设为 0，softmax 之后又把它们的权重清零："
+                                     "这些 0 分数在 softmax 里已经分走了概率，清零后每行之和不再是 1；"
+                                     "在 softmax 之前用很大的负数填充，之后不要再改权重",
+                                     "blocked scores set to 0 before the softmax and their weights zeroed after it: the "
+                                     "0 scores already took probability in the softmax, so rows no longer sum to 1; "
+                                     "fill with a large negative number before the softmax and leave the weights "
+                                     "alone afterwards"),
     "nan_fully_masked": ("用 -inf 填充后，整行都被遮挡的查询得到 NaN；契约要求这样的行输出全 0",
                          "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for "
                          "zeros there"),
@@ -82,10 +90,10 @@ def attention(Q, K, V, mask=None, scale="sqrt_dk", softmax_dim=-1, invert=False,
         if mode == "fill":
             value = {"min": torch.finfo(scores.dtype).min, "-inf": float("-inf"), "-1e9": -1e9}[fill]
             scores = scores.masked_fill(~mask, value)
-        elif mode == "multiply":
+        elif mode in ("multiply", "zero_then_after"):
             scores = scores * mask
     attn = torch.softmax(scores, dim=softmax_dim)
-    if mask is not None and (zero_blocked or mode == "after_softmax"):
+    if mask is not None and (zero_blocked or mode in ("after_softmax", "zero_then_after")):
         attn = attn.masked_fill(~mask, 0.0)
     return attn @ V, attn  # (..., T_q, d_v), (..., T_q, T_k)
 
@@ -97,6 +105,7 @@ ATTENTION_BUGS = [
     Bug("mask_inverted", dict(invert=True)),
     Bug("mask_after_softmax", dict(mode="after_softmax")),
     Bug("mask_multiplies_scores", dict(mode="multiply", zero_blocked=False)),
+    Bug("mask_zero_then_after_softmax", dict(mode="zero_then_after")),
     Bug("nan_fully_masked", dict(fill="-inf", zero_blocked=False)),
     Bug("fully_masked_uniform", dict(fill="-1e9", zero_blocked=False)),
 ]
@@ -186,7 +195,8 @@ FunctionCheck("attention_numpy", cases=_numpy_cases, outputs=("out", "weights"),
 FunctionCheck("scaled_dot_product_attention", cases=attention_cases, outputs=("out", "attn"), grads=("Q", "K", "V"),
               call=lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants,
               mistakes=("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
-                        "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool"))
+                        "mask_multiplies_scores", "mask_zero_then_after_softmax", "nan_fully_masked",
+                        "fully_masked_uniform", "mask_not_bool"))
 
 ModuleCheck("ScaledDotProductAttention", cases=lambda: attention_cases()[:4], outputs=("out", "attn"),
             grads=("Q", "K", "V"), make_args=lambda case: ((), {"dropout": 0.5}), load=False,

@@ -38,6 +38,11 @@ MISTAKES = define_mistakes({
     "ls_over_v_minus_1": ("标签平滑把 ε 只分给了其余 V−1 个类：PyTorch 的约定是 ε / C 分给全部 C 个类（包括正确类）",
                           "label smoothing spreads ε over the other V−1 classes: PyTorch spreads ε / C over all C "
                           "classes, the true one included"),
+    "ln_backward_no_mean_g": (
+        "grad_x 少了 mean(g) 这一项：x 的均值也依赖每个 x_i，g = grad_out · weight 要减去它沿最后一维的均值，"
+        "grad_x = (g - mean(g) - x̂ · mean(g · x̂)) / σ",
+        "grad_x lacks its mean(g) term: the mean of x depends on every x_i, so g = grad_out · weight loses its mean "
+        "over the last axis, grad_x = (g - mean(g) - x̂ · mean(g · x̂)) / σ"),
     "ce_no_label_smoothing": (
         "忽略了 label_smoothing：平滑后的目标是 (1 - ε)·onehot + ε / C，"
         "损失是 (1 - ε)·nll + ε·mean(-log p)",
@@ -69,26 +74,34 @@ def softmax_backward_variants(ref, case):
 def layer_norm_backward_variants(ref, case):
     x, w, go, eps = case["x"], case["weight"], case["grad_out"], case["eps"]
     d = x.size(-1)
-    sigma = torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
-    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
-    grads = {"grad_weight": (go * x_hat).reshape(-1, d).sum(0), "grad_bias": go.reshape(-1, d).sum(0)}
 
-    def run(mean_term=True, var_term=True, weight=True):
+    def run(mean_term=True, var_term=True, weight=True, mean_g=True, unbiased=False, eps_outside=False):
+        var = x.var(-1, keepdim=True, unbiased=unbiased)
+        sigma = var.sqrt() + eps if eps_outside else torch.sqrt(var + eps)
+        x_hat = (x - x.mean(-1, keepdim=True)) / sigma
         g = go * w if weight else go
-        mean_part = g.mean(-1, keepdim=True) if mean_term else 0
+        mean_part = g.mean(-1, keepdim=True) if mean_term and mean_g else 0
         var_part = x_hat * (g * x_hat).mean(-1, keepdim=True) if var_term else 0
         gx = g - mean_part - var_part
-        return {"grad_x": gx / sigma, **grads}
+        return {"grad_x": gx / sigma, "grad_weight": (go * x_hat).reshape(-1, d).sum(0),
+                "grad_bias": go.reshape(-1, d).sum(0)}
 
     def fixed_axes():  # dw and db summed over axes (0, 1), as for a (B, T, C) input only
         out = run()
+        x_hat = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
         return {**out, "grad_weight": (go * x_hat).sum((0, 1)), "grad_bias": go.sum((0, 1))}
+
+    def swapped():
+        out = run()
+        return {**out, "grad_weight": out["grad_bias"], "grad_bias": out["grad_weight"]}
 
     return [wrong("ln_backward_missing_mean_terms", lambda: run(mean_term=False, var_term=False)),
             wrong("ln_backward_missing_variance_term", lambda: run(var_term=False)),
+            wrong("ln_backward_no_mean_g", lambda: run(mean_g=False)),
             wrong("ln_backward_no_weight", lambda: run(weight=False)),
-            wrong("ln_backward_grads_swapped",
-                  lambda: {**run(), "grad_weight": grads["grad_bias"], "grad_bias": grads["grad_weight"]}),
+            wrong("ln_unbiased_var", lambda: run(unbiased=True)),
+            wrong("ln_eps_outside_sqrt", lambda: run(eps_outside=True)),
+            wrong("ln_backward_grads_swapped", swapped),
             wrong("ln_backward_sums_fixed_axes", fixed_axes)]
 
 
@@ -166,7 +179,8 @@ FunctionCheck("layer_norm_backward", cases=_layer_norm_backward_cases, outputs=(
               call=lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(),
                                         case["eps"]),
               mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term",
-                        "ln_backward_no_weight", "ln_backward_grads_swapped", "ln_backward_sums_fixed_axes"))
+                        "ln_backward_no_mean_g", "ln_backward_no_weight", "ln_backward_grads_swapped",
+                        "ln_backward_sums_fixed_axes", "ln_unbiased_var", "ln_eps_outside_sqrt"))
 
 FunctionCheck("cross_entropy", cases=_cross_entropy_cases, outputs=("loss",), grads=("logits",),
               variants=cross_entropy_variants,

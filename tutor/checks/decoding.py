@@ -65,6 +65,18 @@ MISTAKES = define_mistakes({
                                  "vocabulary in vocabulary order (not sorted, not cut down), with the given generator; "
                                  "several draws, the exponential trick (gpt-fast's probs / Exp(1)) or no generator "
                                  "draw other tokens"),
+    "generate_wrong_position": ("下一个 token 取自第 0 个位置的 logits（logits[:, 0]）："
+                                "应取最后一个位置 logits[:, -1]，它才看过整个前缀",
+                                "the next token is read from the logits of position 0 (logits[:, 0]): read the last "
+                                "position, logits[:, -1], the only one that has seen the whole prefix"),
+    "generate_use_cache_ignored": ("use_cache=False 时仍然用了缓存：契约要求这时每一步把整个前缀重新喂给 model(idx)"
+                                   "（两种方式的 token 相同，用来对比速度和验证缓存）",
+                                   "the cache is used even with use_cache=False: the contract then feeds the whole "
+                                   "prefix to model(idx) at every step (both give the same tokens; the uncached run is"
+                                   " what the cache is timed and checked against)"),
+    "beam_length_excludes_eos": ("长度归一化的 n 没有算 EOS：n 是生成的 token 数，EOS 也算（前缀不算）",
+                                 "the length normalisation's n leaves EOS out: n counts the generated tokens, EOS "
+                                 "included (prefix excluded)"),
     "beam_no_length_norm": ("束搜索没有做长度归一化：分数应是 logp_sum / n ** alpha，否则偏爱短输出",
                             "beam search without length normalisation: the score is logp_sum / n ** alpha, otherwise "
                             "short outputs win"),
@@ -216,8 +228,16 @@ def generate_variants(ref, case):
         gen = torch.Generator().manual_seed(case["seed"])
         return {"tokens": solutions.generate(model, idx, n, generator=gen, **kw)[:, idx.size(1):]}
 
+    def first_position():  # the next token read from the logits of position 0
+        ys, gen = idx, torch.Generator().manual_seed(case["seed"])
+        with torch.no_grad():
+            for _ in range(n):
+                nxt = _sample(model(ys)[:, 0], kw.get("temperature", 0.0), kw.get("top_k"), kw.get("top_p"), gen)
+                ys = torch.cat([ys, nxt[:, None]], 1)
+        return {"tokens": ys}
+
     return ([wrong("generate_cache_refeeds_prefix", refeed)] if kw.get("use_cache", True) else []) + [
-        wrong("generate_new_tokens_only", new_only)]
+        wrong("generate_new_tokens_only", new_only), wrong("generate_wrong_position", first_position)]
 
 
 def _generate_rule(case, expected, got):
@@ -247,6 +267,13 @@ def _generate_problems(cases):
         if not seen:
             continue
         tokens, T0, n = seen["tok_embed"], case["idx"].size(1), case["max_new_tokens"]
+        if not case["kwargs"].get("use_cache", True):
+            if len(tokens) > 1 and sum(tokens) <= T0 + n:  # one token per step after the prompt: the cache
+                plain = [T0 + i for i in range(n)]
+                problems.setdefault("generate_use_cache_ignored", (
+                    f"实测 / measured: 每次调用模型喂入的 token 数 / tokens fed per model call {fed(tokens)}，"
+                    f"不用缓存应是 / without the cache: {fed(plain)}（用例 / case 「{case.label}」）"))
+            continue
         if tokens and sum(tokens) > T0 + n:
             honest = [T0] + [1] * (len(tokens) - 1)
             problems.setdefault("kv_cache_recomputes", (
@@ -289,7 +316,7 @@ def _generate(f, case, _):
 # ---------------------------------------------------------------- beam search
 
 def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalise=True, stop_finished=True,
-         count_prefix=False):
+         count_prefix=False, count_eos=True):
     """Beam search with switches for the known bugs; defaults = the contract."""
     alive, alive_scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
     for _ in range(max_new_tokens):
@@ -303,7 +330,11 @@ def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalis
         if alive.size(0) == 0 or len(finished) >= beam_size:
             break
     offset = 0 if count_prefix else prefix.numel()
-    norm = lambda c: c[1] / (c[0].numel() - offset) ** alpha if normalise else c[1]
+
+    def length(c):
+        ends = not count_eos and c[0].numel() > prefix.numel() and int(c[0][-1]) == eos_id
+        return max(c[0].numel() - offset - ends, 1)
+    norm = lambda c: c[1] / length(c) ** alpha if normalise else c[1]
     best = max(finished + list(zip(alive, alive_scores.tolist())), key=norm)
     return {"tokens": best[0], "score": float(norm(best))}
 
@@ -312,7 +343,8 @@ def beam_search_variants(ref, case):
     args = (case["step_fn"], case["prefix"], case["beam_size"], case["max_new_tokens"], case["eos_id"], case["alpha"])
     return [wrong("beam_no_length_norm", lambda: beam(*args, normalise=False)),
             wrong("beam_finished_extended", lambda: beam(*args, stop_finished=False)),
-            wrong("beam_norm_counts_prefix", lambda: beam(*args, count_prefix=True))]
+            wrong("beam_norm_counts_prefix", lambda: beam(*args, count_prefix=True)),
+            wrong("beam_length_excludes_eos", lambda: beam(*args, count_eos=False))]
 
 
 def _beam_rule(case, expected, got):
@@ -418,12 +450,12 @@ FunctionCheck("sample_next_token", cases=_sample_next_token_cases, outputs=("tok
 
 FunctionCheck("generate", cases=_generate_cases, outputs=("tokens",), call=_generate, variants=generate_variants,
               rule=_generate_rule, cost=Cost(
-                  watched=lambda case: {"tok_embed": case["model"].tok_embed} if case["kwargs"].get("use_cache", True)
-                  else {}, problems=_generate_problems),
-              mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only"))
+                  watched=lambda case: {"tok_embed": case["model"].tok_embed}, problems=_generate_problems),
+              mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only",
+                        "generate_wrong_position", "generate_use_cache_ignored"))
 
 FunctionCheck("beam_search", cases=_beam_cases, outputs=("tokens", "score"), variants=beam_search_variants,
               rule=_beam_rule, call=lambda f, case, x: f(case["step_fn"], case["prefix"].clone(), case["beam_size"],
                                                         case["max_new_tokens"], case["eos_id"], alpha=case["alpha"]),
               mistakes=("beam_finished_extended", "beam_no_length_norm", "beam_norm_counts_prefix",
-                        "beam_score_differs"))
+                        "beam_length_excludes_eos", "beam_score_differs"))
