@@ -409,6 +409,12 @@ class GQAMaskInverted(_GQA):
     def forward(self, x, mask=None, cache=None):
         return super().forward(x, None if mask is None else ~mask, cache)  # bug: True = blocked
 
+class GQACacheNone(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        out, _ = super().forward(x, mask, cache)
+        return out, None  # bug: the cache is not returned
+
+
 class BlockNoAttnResidual(Block):
     def forward(self, x, mask=None, cache=None):
         a, cache = self.attn(self.norm1(x), mask, cache)
@@ -489,6 +495,7 @@ def layer_norm_backward_no_mean_g(x, weight, grad_out, eps=1e-5):
 CASES = [
     ("GroupedQueryAttention", GQAScaledByDModel, "scale_by_d_model"),
     ("GroupedQueryAttention", GQAMaskInverted, "mask_inverted"),
+    ("GroupedQueryAttention", GQACacheNone, "kv_cache_not_returned"),
     ("GPTBlock", BlockNoAttnResidual, "missing_residual"),
     ("GPTBlock", BlockSharedNorm, "shared_norm"),
     ("GPTBlock", BlockCacheNone, "kv_cache_not_returned"),

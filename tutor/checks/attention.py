@@ -198,7 +198,44 @@ FunctionCheck("scaled_dot_product_attention", cases=attention_cases, outputs=("o
                         "mask_multiplies_scores", "mask_zero_then_after_softmax", "nan_fully_masked",
                         "fully_masked_uniform", "mask_not_bool"))
 
-ModuleCheck("ScaledDotProductAttention", cases=lambda: attention_cases()[:4], outputs=("out", "attn"),
+def _sdpa_module_cases():
+    """The SDPA cases in eval mode, then one in training mode: dropout=0.5 must act (the visible test asks it)."""
+    cases = attention_cases()[:4]
+    train = cases[0]
+    cases.append(Case("训练模式、dropout=0.5 / training mode, dropout=0.5", dict(train.inputs), {"train": True}))
+    return cases
+
+
+def _dropout_acts(m, Q, K, V, mask):
+    """[some weight dropped, the kept ones scaled by 1/(1 - p)] of ``m`` in training mode, as a tensor."""
+    m.eval()
+    with torch.no_grad():
+        _, expected = m(Q, K, V, mask)
+        m.train()
+        torch.manual_seed(0)
+        out, attn = m(Q, K, V, mask)
+    m.eval()
+    if not (isinstance(attn, torch.Tensor) and attn.shape == expected.shape):
+        return torch.zeros(2), torch.zeros(2)
+    dropped, kept = (attn == 0) & (expected != 0), attn != 0
+    scaled = bool(torch.allclose(attn[kept], expected[kept] * 2.0)) and bool(torch.allclose(out, attn @ V))
+    acts = torch.tensor([float(dropped.any()), float(scaled)])
+    return acts, acts
+
+
+def _sdpa_module_forward(m, case, x):
+    if case.get("train"):
+        return _dropout_acts(m, x["Q"].detach(), x["K"].detach(), x["V"].detach(), case.get("mask"))
+    return m(x["Q"], x["K"], x["V"], case.get("mask"))
+
+
+def sdpa_module_variants(ref, case):
+    if case.get("train"):  # the known attention bugs leave dropout alone
+        return [wrong(b.id, lambda: {"out": torch.ones(2), "attn": torch.ones(2)}) for b in ATTENTION_BUGS]
+    return sdpa_variants(ref, case)
+
+
+ModuleCheck("ScaledDotProductAttention", cases=_sdpa_module_cases, outputs=("out", "attn"),
             grads=("Q", "K", "V"), make_args=lambda case: ((), {"dropout": 0.5}), load=False,
-            forward=lambda m, case, x: m(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants,
+            forward=_sdpa_module_forward, variants=sdpa_module_variants,
             mistakes=("no_scale",))

@@ -12,9 +12,9 @@ END = "</w>"
 
 MISTAKES = define_mistakes({
     "bpe_across_word_boundaries": (
-        "把整个语料当作一条长序列统计相邻对，跨过了词的边界（如 `</w>` + 下一个词的首字母）：BPE 只在每个词的内部数"
+        "把整个语料当作一条长序列统计相邻对，跨过了词的边界（如 </w> + 下一个词的首字母）：BPE 只在每个词的内部数"
         "相邻对，合并永远不跨词",
-        "pairs counted over the corpus as one long sequence, across word boundaries (`</w>` + the next word's"
+        "pairs counted over the corpus as one long sequence, across word boundaries (</w> + the next word's"
         " first letter): BPE counts pairs inside each word only, a merge never spans two words",
     ),
     "bpe_pairs_not_weighted": (
@@ -45,22 +45,22 @@ MISTAKES = define_mistakes({
         "bug); compare adjacent symbols pair by pair (merge_pair), or use a bounded regex (?<!\\S)a b(?!\\S)",
     ),
     "bpe_end_marker_glued": (
-        "`</w>` 粘在了最后一个字符上（如 subword-nmt 0.2 的 ('l', 'o', 'w</w>')）：本章的契约里 `</w>` "
+        "</w> 粘在了最后一个字符上（如 subword-nmt 0.2 的 ('l', 'o', 'w</w>')）：本章的契约里 </w> "
         "是单独的符号，tuple(word) + ('</w>',)，合并规则（如 w+</w>）才能和学到的一致",
-        "`</w>` glued to the last character (as subword-nmt 0.2 does: ('l', 'o', 'w</w>')): in this chapter's "
-        "contract `</w>` is a symbol of its own, tuple(word) + ('</w>',), so that merges such as w+</w> match "
+        "</w> glued to the last character (as subword-nmt 0.2 does: ('l', 'o', 'w</w>')): in this chapter's "
+        "contract </w> is a symbol of its own, tuple(word) + ('</w>',), so that merges such as w+</w> match "
         "the learned ones",
     ),
     "bpe_end_marker_stripped": (
-        "输出里去掉了 `</w>`（subword-nmt 的 apply_bpe 为了打印会这样做）：契约的 bpe_encode 返回的 token 保留 "
-        "`</w>`（如 'est</w>'），bpe_decode 靠它知道词在哪里结束",
-        "`</w>` removed from the output (subword-nmt's apply_bpe does so for printing): the contract's bpe_encode "
+        "输出里去掉了 </w>（subword-nmt 的 apply_bpe 为了打印会这样做）：契约的 bpe_encode 返回的 token 保留 "
+        "</w>（如 'est</w>'），bpe_decode 靠它知道词在哪里结束",
+        "</w> removed from the output (subword-nmt's apply_bpe does so for printing): the contract's bpe_encode "
         "keeps it in the tokens (e.g. 'est</w>'), which is how bpe_decode knows where a word ends",
     ),
     "bpe_end_marker_after_merges": (
-        "`</w>` 是在所有合并之后才加上的：合并时词尾没有 `</w>`，`est</w>` 这样的合并就用不上；"
+        "</w> 是在所有合并之后才加上的：合并时词尾没有 </w>，est</w> 这样的合并就用不上；"
         "应先 tuple(word) + ('</w>',)，再按顺序合并",
-        "`</w>` appended after the merges: while merging the word had no `</w>`, so merges such as `est</w>` never "
+        "</w> appended after the merges: while merging the word had no </w>, so merges such as est</w> never "
         "apply; start from tuple(word) + ('</w>',), then merge in order",
     ),
     "bpe_greedy_longest_match": (
@@ -78,9 +78,9 @@ MISTAKES = define_mistakes({
         "max(pairs, key=pairs.get) does",
     ),
     "bpe_no_end_of_word": (
-        "编码时忘了词尾标记 `</w>`：训练时每个词都以 `</w>` 结尾，`est</w>` 这样的合并就用不上了",
-        "the end-of-word marker `</w>` forgotten when encoding: every training word ended in `</w>`, so "
-        "merges such as `est</w>` no longer apply",
+        "编码时忘了词尾标记 </w>：训练时每个词都以 </w> 结尾，est</w> 这样的合并就用不上了",
+        "the end-of-word marker </w> forgotten when encoding: every training word ended in </w>, so "
+        "merges such as est</w> no longer apply",
     ),
 })
 

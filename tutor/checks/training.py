@@ -32,8 +32,8 @@ MISTAKES = define_mistakes({
         "(step - warmup) / (max_steps - warmup), so the decay starts at max_lr",
     ),
     "clip_per_parameter": (
-        "每个参数各自按自己的范数裁剪：应把所有梯度当作一个向量算**全局**范数，再让所有梯度乘同一个系数（否则更新的方向变了）",
-        "each parameter clipped by its own norm: take the **global** norm of all gradients as one vector and "
+        "每个参数各自按自己的范数裁剪：应把所有梯度当作一个向量算全局范数，再让所有梯度乘同一个系数（否则更新的方向变了）",
+        "each parameter clipped by its own norm: take the global norm of all gradients as one vector and "
         "scale every gradient by the same factor (else the update changes direction)",
     ),
     "clip_always_rescales": (
@@ -57,10 +57,10 @@ MISTAKES = define_mistakes({
         "the total norm lacks its square root: sum(g ** 2) is the squared norm",
     ),
     "adamw_l2_in_gradient": (
-        "权重衰减加进了梯度（g + weight_decay * p，即 Adam 的 L2 正则）：AdamW 的衰减是**解"
-        "耦**的，直接 p -= lr * weight_decay * p，不进 m 和 v（否则梯度大的参数几乎不衰减）",
+        "权重衰减加进了梯度（g + weight_decay * p，即 Adam 的 L2 正则）：AdamW 的衰减是解"
+        "耦的，直接 p -= lr * weight_decay * p，不进 m 和 v（否则梯度大的参数几乎不衰减）",
         "weight decay added to the gradient (g + weight_decay * p: Adam with L2): AdamW's decay is "
-        "**decoupled**, p -= lr * weight_decay * p, never entering m and v (else parameters with large "
+        "decoupled, p -= lr * weight_decay * p, never entering m and v (else parameters with large "
         "gradients barely decay)",
     ),
     "adamw_no_bias_correction": (
