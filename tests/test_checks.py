@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import catalogue
-from catalogue import realworld, realworld_llm
+from catalogue import realworld, realworld_llm, realworld_round3
 from catalogue.reference import load
 from tools.paths import ANSWER_KEYS, ROOT
 from tutor import mistakes
@@ -34,8 +34,8 @@ from tutor.engine.messages import say
 from tutor.engine.report import case_numbers
 from tutor.grading import grade, report
 
-WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT
-REALWORLD = realworld.CASES + realworld_llm.CASES
+WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT + realworld_round3.RIGHT
+REALWORLD = realworld.CASES + realworld_llm.CASES + realworld_round3.CASES
 REFERENCE = load()
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
