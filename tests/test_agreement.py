@@ -5,22 +5,20 @@ of the graded cells that call it (tests/agreement.py reads them from source/). A
 see the check's ✅ and then a visible ❌ in the same cell; where visible tests are weaker on purpose
 (tests/agreement.py: VISIBLE_WEAKER), a wrong answer may pass them: the check's ❌ comes first.
 """
-import os
-
 import pytest
 import torch
 
 from tests import agreement
 from tutor.checks import run_check
 
-os.environ.setdefault("NBGRADER_EXECUTION", "autograde")  # chapters 07 and 08 train only a little
 ENTRIES = agreement.entries()
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
 
 
 @pytest.mark.parametrize("label, check, obj", ENTRIES, ids=[e[0] for e in ENTRIES])
-def test_check_and_visible_tests_agree(label, check, obj):
+def test_check_and_visible_tests_agree(label, check, obj, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # as graded: chapters 07 and 08 train only a little
     problem = agreement.disagreement(check, obj, run_check(check, obj).passed)
     assert problem is None, f"{label}: {problem}"
 
@@ -30,6 +28,7 @@ def test_every_weaker_visible_test_names_a_graded_check():
 
 
 def test_a_visible_assert_stricter_than_the_check_is_caught(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     """A right top-k filter that blocks with the dtype's minimum (the contract allows it) passes the check;
     a visible assert that insists on -inf would fail it, and the agreement test says so."""
     def top_k_filter_min(logits, k):
