@@ -44,14 +44,15 @@ MISTAKES = define_mistakes({
                            "1; fill the scores before the softmax"),
     "mask_multiplies_scores": ("被遮挡的分数变成了 0（scores * mask，或 masked_fill(~mask, 0)）"
                                "而不是很大的负数：exp(0) = 1，它们仍然分到权重；用 -inf 或 dtype 最小值填充",
-                               "blocked scores become 0 (scores * mask, or masked_fill(~mask, 0)), not a large negative "
-                               "number: exp(0) = 1, so they still get weight; fill with -inf or the dtype's minimum"),
+                               "blocked scores become 0 (scores * mask, or masked_fill(~mask, 0)), not a large "
+                               "negative number: exp(0) = 1, so they still get weight; fill with -inf or the "
+                               "dtype's minimum"),
     "mask_zero_then_after_softmax": ("先把被遮挡的分数设为 0，softmax 之后又把它们的权重清零："
                                      "这些 0 分数在 softmax 里已经分走了概率，清零后每行之和不再是 1；"
                                      "在 softmax 之前用很大的负数填充，之后不要再改权重",
-                                     "blocked scores set to 0 before the softmax and their weights zeroed after it: the "
-                                     "0 scores already took probability in the softmax, so rows no longer sum to 1; "
-                                     "fill with a large negative number before the softmax and leave the weights "
+                                     "blocked scores set to 0 before the softmax and their weights zeroed after it: "
+                                     "the 0 scores already took probability in the softmax, so rows no longer sum to "
+                                     "1; fill with a large negative number before the softmax and leave the weights "
                                      "alone afterwards"),
     "nan_fully_masked": ("用 -inf 填充后，整行都被遮挡的查询得到 NaN；契约要求这样的行输出全 0",
                          "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for "
