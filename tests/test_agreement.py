@@ -45,3 +45,51 @@ def test_a_visible_assert_stricter_than_the_check_is_caught(monkeypatch):
         real(source)[0] + ("\n" + stricter if "top_k_filter(_z, 2)" in source else ""), real(source)[1]))
     problem = agreement.disagreement("top_k_filter", top_k_filter_min, True)
     assert problem is not None and "visible tests fail" in problem
+
+
+def _char_tokenizer_cell():
+    import json
+
+    from tools.paths import SOURCE
+    nb = json.loads((SOURCE / "08_gpt" / "08_gpt.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                == "tokenizer_round_trip")
+    return agreement._visible("".join(cell["source"]))[0]
+
+
+class _CharTokenizer:
+    def __init__(self, text):
+        self.chars = sorted(set(text))
+        self.vocab_size = len(self.chars)
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+
+    def decode(self, ids):
+        return "".join(self.chars[int(i)] for i in ids)
+
+
+class CharTokenizerUnknownToZero(_CharTokenizer):
+    def encode(self, s):
+        return torch.tensor([self.stoi.get(ch, 0) for ch in s], dtype=torch.long)  # bug: an unknown character is 0
+
+
+class CharTokenizerIndex(_CharTokenizer):
+    def encode(self, s):
+        return torch.tensor([self.chars.index(ch) for ch in s], dtype=torch.long)  # bug: O(V), ValueError
+
+
+class CharTokenizerRight(_CharTokenizer):
+    def encode(self, s):
+        return torch.tensor([self.stoi[ch] for ch in s], dtype=torch.long)
+
+
+@pytest.mark.parametrize("cls, passes", [(CharTokenizerRight, True), (CharTokenizerUnknownToZero, False),
+                                         (CharTokenizerIndex, False)])
+def test_char_tokenizer_visible_tests_want_a_key_error(cls, passes):
+    """CharTokenizer has no check: its graded cell's visible tests judge it, an unknown character included."""
+    namespace = {"torch": torch, "CharTokenizer": cls}
+    try:
+        exec(compile(_char_tokenizer_cell(), "<08 tokenizer_round_trip>", "exec"), namespace)  # noqa: S102
+    except AssertionError:
+        assert not passes
+    else:
+        assert passes

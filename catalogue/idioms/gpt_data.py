@@ -1,4 +1,4 @@
-"""Idioms of the exercises checked in tutor/checks/gpt_data.py (08 the GPT's data)."""
+"""Idioms of chapter 08's data exercise (solutions/gpt_data.py; its graded cell's visible tests judge it)."""
 from . import idiom
 
 # ---------------------------------------------------------------- 08_gpt
