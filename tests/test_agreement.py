@@ -89,7 +89,7 @@ def test_char_tokenizer_visible_tests_want_a_key_error(cls, passes):
     namespace = {"torch": torch, "CharTokenizer": cls}
     try:
         exec(compile(_char_tokenizer_cell(), "<08 tokenizer_round_trip>", "exec"), namespace)  # noqa: S102
-    except AssertionError:
+    except (AssertionError, ValueError):  # any error fails a graded cell
         assert not passes
     else:
         assert passes
