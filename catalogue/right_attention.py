@@ -4,6 +4,7 @@ import math
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 def softmax_logsumexp(x, axis=-1):
@@ -101,7 +102,9 @@ class SDPAModuleEinsum(nn.Module):
         self.p = dropout
 
     def forward(self, Q, K, V, mask=None):
-        return sdpa_einsum(Q, K, V, mask, self.p, self.training)
+        _, attn = sdpa_einsum(Q, K, V, mask)
+        attn = F.dropout(attn, self.p, self.training)  # dropout on the weights, in training mode only
+        return torch.einsum("...qk,...kv->...qv", attn, V), attn
 
 
 CASES = [

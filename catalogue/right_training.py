@@ -94,6 +94,8 @@ class AdamWOutOfPlace:
         self.steps += 1
         b1, b2 = self.betas
         for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
             g = p.grad.detach()
             m, v = self.moments[i]
             m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2

@@ -112,7 +112,19 @@ class SDPAModuleNoScale(torch.nn.Module):
         return sdpa_no_scale(Q, K, V, mask)
 
 
+def sdpa_zero_then_zero_after(Q, K, V, mask=None):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))
+    if mask is not None:
+        mask = mask.bool()
+        scores = scores.masked_fill(~mask, 0.0)  # bug: 0 still gets weight ...
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # ... and zeroing afterwards leaves rows that do not sum to 1
+    return weights @ V, weights
+
+
 CASES = [
+    ("scaled_dot_product_attention", sdpa_zero_then_zero_after, "mask_zero_then_after_softmax"),
     ("softmax", softmax_no_max, "softmax_unstable"),
     ("softmax", softmax_always_last_axis, "softmax_ignores_axis"),
     ("softmax", softmax_whole_array, "softmax_all_elements"),

@@ -1,5 +1,7 @@
 """Wrong implementations of the shared LLM components (docs/CONTRACT_LLM.md), each a classic mistake."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -165,6 +167,38 @@ def top_p_unsorted(logits, p):
     return logits.masked_fill(drop, float("-inf"))
 
 
+def top_p_strict(logits, p):
+    probs, order = torch.sort(logits.softmax(-1), -1, descending=True)
+    over = probs.cumsum(-1) > p  # bug: strict >, a mass of exactly p keeps one token more
+    drop = torch.cat([torch.zeros_like(over[..., :1]), over[..., :-1]], -1)
+    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+
+def top_p_one_minus_p(logits, p):
+    probs, order = torch.sort(logits.softmax(-1), -1, descending=True)
+    drop = probs.cumsum(-1) - probs >= 1 - p  # bug: the nucleus of mass 1 - p
+    drop[..., 0] = False
+    return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+
+
+def _exactly_k(logits, k):
+    if k is None or k >= logits.size(-1):
+        return logits
+    values, indices = logits.topk(k, -1)
+    return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)  # bug: ties at the k-th dropped
+
+
+def sampling_probs_exactly_k(logits, temperature=1.0, top_k=None, top_p=None):
+    return torch.softmax(R["top_p_filter"](_exactly_k(logits / temperature, top_k), top_p), -1)
+
+
+def sample_next_token_exactly_k(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(-1)
+    return torch.multinomial(sampling_probs_exactly_k(logits, temperature, top_k, top_p), 1,
+                             generator=generator).squeeze(-1)
+
+
 def sampling_probs_temperature_after(logits, temperature=1.0, top_k=None, top_p=None):
     probs = torch.softmax(R["top_p_filter"](R["top_k_filter"](logits, top_k), top_p), -1) ** 1.0 / temperature
     return probs / probs.sum(-1, keepdim=True)  # bug: temperature after the softmax has no effect
@@ -253,6 +287,31 @@ def cross_entropy_mean_all(logits, target, ignore_index=-100, label_smoothing=0.
     return (loss * keep).sum() / t.numel()  # bug: ignored positions in the denominator
 
 
+def cross_entropy_no_smoothing(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    logp, t = logits.reshape(-1, C).log_softmax(-1), target.reshape(-1)
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    return nll[keep].mean()  # bug: label_smoothing never read
+
+
+def cross_entropy_summed(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    logp, t = logits.reshape(-1, C).log_softmax(-1), target.reshape(-1)
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    return ((1 - label_smoothing) * nll - label_smoothing * logp.mean(-1))[keep].sum()  # bug: sum, not mean
+
+
+def cross_entropy_naive_logsumexp(logits, target, ignore_index=-100, label_smoothing=0.0):
+    C = logits.size(-1)
+    z, t = logits.reshape(-1, C), target.reshape(-1)
+    logp = z - z.exp().sum(-1, keepdim=True).log()  # bug: exp(1000) overflows
+    keep = t != ignore_index
+    nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)
+    return ((1 - label_smoothing) * nll - label_smoothing * logp.mean(-1))[keep].mean()
+
+
 def sliding_window_one_more(T, window, device=None):
     return torch.tril(torch.ones(T, T, dtype=torch.bool)).triu(-window)[None, None]  # bug: window + 1 keys
 
@@ -325,7 +384,127 @@ def flops_mha_projections(n, d, H, num_kv_heads=None, batch=1, bytes_per_element
     return batch * (8 * n * d * d + 4 * n * n * d), batch * H * n * n * bytes_per_element  # bug: K, V as in MHA
 
 
+
+class GQAScaledByDModel(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        B, T, d = x.shape
+        H, G, d_k = self.num_heads, self.num_kv_heads, self.d_k
+        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, G, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, G, d_k).transpose(1, 2)
+        T_past = 0 if cache is None else cache[0].size(2)
+        if self.rope:
+            pos = self.positions(T_past, T)
+            q, k = self.rotate(q, pos), self.rotate(k, pos)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+        s = q @ self.expand(k).transpose(-2, -1) / math.sqrt(d)  # bug: sqrt(d_model)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        w = torch.softmax(s, -1).nan_to_num(0.0)
+        out = w @ self.expand(v)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, d)), (k, v)
+
+class GQAMaskInverted(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        return super().forward(x, None if mask is None else ~mask, cache)  # bug: True = blocked
+
+class GQACacheNone(_GQA):
+    def forward(self, x, mask=None, cache=None):
+        out, _ = super().forward(x, mask, cache)
+        return out, None  # bug: the cache is not returned
+
+
+class BlockNoAttnResidual(Block):
+    def forward(self, x, mask=None, cache=None):
+        a, cache = self.attn(self.norm1(x), mask, cache)
+        h = self.dropout(a)  # bug: no x +
+        return h + self.dropout(self.ffn(self.norm2(h))), cache
+
+class BlockSharedNorm(Block):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.norm2 = self.norm1  # bug: one norm twice
+
+class BlockCacheNone(Block):
+    def forward(self, x, mask=None, cache=None):
+        out, _ = super().forward(x, mask, cache)
+        return out, None  # bug: the cache is not returned
+
+def generate_first_position(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None,
+                            use_cache=True):
+    model.eval()
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = model(idx)
+            nxt = R["sample_next_token"](logits[:, 0], temperature, top_k, top_p, generator)  # bug: position 0
+            idx = torch.cat([idx, nxt[:, None]], 1)
+    return idx
+
+def generate_always_cached(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None,
+                           use_cache=True):
+    model.eval()
+    with torch.no_grad():
+        logits, caches = model.forward_cached(idx)  # bug: use_cache ignored, always cached
+        for _ in range(max_new_tokens):
+            nxt = R["sample_next_token"](logits[:, -1], temperature, top_k, top_p, generator)
+            idx = torch.cat([idx, nxt[:, None]], 1)
+            logits, caches = model.forward_cached(nxt[:, None], caches)
+    return idx
+
+def beam_length_without_eos(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0):
+    alive, scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
+    for _ in range(max_new_tokens):
+        lp = step_fn(alive).double()
+        V = lp.size(-1)
+        top, flat = (scores[:, None] + lp).flatten().topk(min(beam_size, lp.numel()))
+        ys = torch.cat([alive[flat // V], (flat % V)[:, None]], 1)
+        done = flat % V == eos_id
+        finished += [(ys[i], float(top[i])) for i in range(len(ys)) if done[i]]
+        alive, scores = ys[~done], top[~done]
+        if len(alive) == 0 or len(finished) >= beam_size:
+            break
+    n0 = prefix.numel()
+    def key(c):
+        n = len(c[0]) - n0 - (1 if int(c[0][-1]) == eos_id else 0)  # bug: EOS not counted
+        return c[1] / max(n, 1) ** alpha
+    best = max(finished + list(zip(alive, scores.tolist())), key=key)
+    return best[0], float(key(best))
+
+def _ln_backward(x, weight, grad_out, eps=1e-5, unbiased=False, eps_out=False, no_mean_g=False):
+    var = x.var(-1, keepdim=True, unbiased=unbiased)
+    sigma = var.sqrt() + eps if eps_out else torch.sqrt(var + eps)
+    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
+    g, d = grad_out * weight, x.size(-1)
+    mg = 0 if no_mean_g else g.mean(-1, keepdim=True)
+    grad_x = (g - mg - x_hat * (g * x_hat).mean(-1, keepdim=True)) / sigma
+    return grad_x, (grad_out * x_hat).reshape(-1, d).sum(0), grad_out.reshape(-1, d).sum(0)
+
+def layer_norm_backward_unbiased(x, weight, grad_out, eps=1e-5):
+    return _ln_backward(x, weight, grad_out, eps, unbiased=True)  # bug: var / (d - 1)
+
+
+def layer_norm_backward_eps_outside(x, weight, grad_out, eps=1e-5):
+    return _ln_backward(x, weight, grad_out, eps, eps_out=True)  # bug: sqrt(var) + eps
+
+
+def layer_norm_backward_no_mean_g(x, weight, grad_out, eps=1e-5):
+    return _ln_backward(x, weight, grad_out, eps, no_mean_g=True)  # bug: g - x_hat * mean(g * x_hat) only
+
+
 CASES = [
+    ("GroupedQueryAttention", GQAScaledByDModel, "scale_by_d_model"),
+    ("GroupedQueryAttention", GQAMaskInverted, "mask_inverted"),
+    ("GroupedQueryAttention", GQACacheNone, "kv_cache_not_returned"),
+    ("GPTBlock", BlockNoAttnResidual, "missing_residual"),
+    ("GPTBlock", BlockSharedNorm, "shared_norm"),
+    ("GPTBlock", BlockCacheNone, "kv_cache_not_returned"),
+    ("generate", generate_first_position, "generate_wrong_position"),
+    ("generate", generate_always_cached, "generate_use_cache_ignored"),
+    ("beam_search", beam_length_without_eos, "beam_length_excludes_eos"),
+    ("layer_norm_backward", layer_norm_backward_unbiased, "ln_unbiased_var"),
+    ("layer_norm_backward", layer_norm_backward_eps_outside, "ln_eps_outside_sqrt"),
+    ("layer_norm_backward", layer_norm_backward_no_mean_g, "ln_backward_no_mean_g"),
     ("repeat_kv", repeat_kv_cycled, "gqa_repeat_not_interleave"),
     ("GroupedQueryAttention", GQARepeat, "gqa_repeat_not_interleave"),
     ("GroupedQueryAttention", GQAHalfSplitRope, "rope_half_split"),
@@ -354,6 +533,13 @@ CASES = [
     ("layer_norm_backward", layer_norm_backward_no_variance_term, "ln_backward_missing_variance_term"),
     ("cross_entropy", cross_entropy_rest, "ls_over_v_minus_1"),
     ("cross_entropy", cross_entropy_mean_all, "ce_ignored_in_mean"),
+    ("cross_entropy", cross_entropy_no_smoothing, "ce_no_label_smoothing"),
+    ("cross_entropy", cross_entropy_summed, "ce_sum_not_mean"),
+    ("cross_entropy", cross_entropy_naive_logsumexp, "ce_no_max_subtraction"),
+    ("top_p_filter", top_p_strict, "top_p_strict_tie"),
+    ("top_p_filter", top_p_one_minus_p, "top_p_one_minus_p"),
+    ("sampling_probs", sampling_probs_exactly_k, "top_k_ties_dropped"),
+    ("sample_next_token", sample_next_token_exactly_k, "top_k_ties_dropped"),
     ("make_sliding_window_mask", sliding_window_one_more, "window_off_by_one"),
     ("make_sliding_window_mask", sliding_window_symmetric, "window_not_causal"),
     ("attention_flops_and_memory", flops_macs, "flops_macs_not_doubled"),

@@ -77,6 +77,9 @@ class _AdamW:
     corrected = True
     decay_lr = True
     eps_inside = False
+    eps_uncorrected = False
+    decay_after = False
+    skip_none = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         self.params = list(params)
@@ -90,16 +93,25 @@ class _AdamW:
         self.t += 1
         b1, b2 = self.betas
         for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None and self.skip_none:
+                continue
             g = p.grad
+            decay = 1 - (self.lr * self.weight_decay if self.decay_lr else self.weight_decay)
             if self.l2:
                 g = g + self.weight_decay * p
-            else:
-                p.mul_(1 - (self.lr * self.weight_decay if self.decay_lr else self.weight_decay))
+            elif not self.decay_after:
+                p.mul_(decay)
             m.mul_(b1).add_((1 - b1) * g)
             v.mul_(b2).add_((1 - b2) * g * g)
             m_hat = m / (1 - b1 ** self.t) if self.corrected else m
             v_hat = v / (1 - b2 ** self.t) if self.corrected else v
-            p.sub_(self.lr * m_hat / ((v_hat + self.eps).sqrt() if self.eps_inside else v_hat.sqrt() + self.eps))
+            if self.eps_uncorrected:
+                step = self.lr * math.sqrt(1 - b2 ** self.t) / (1 - b1 ** self.t)
+                p.sub_(step * m / (v.sqrt() + self.eps))
+            else:
+                p.sub_(self.lr * m_hat / ((v_hat + self.eps).sqrt() if self.eps_inside else v_hat.sqrt() + self.eps))
+            if self.decay_after:
+                p.mul_(decay)
 
     def zero_grad(self):
         for p in self.params:
@@ -122,6 +134,26 @@ class AdamWEpsInsideSqrt(_AdamW):
     eps_inside = True  # bug: sqrt(v_hat + eps)
 
 
+class AdamWEpsOnUncorrectedV(_AdamW):
+    eps_uncorrected = True  # bug: lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+
+
+class AdamWDecayAfterUpdate(_AdamW):
+    decay_after = True  # bug: p -= lr * wd * p on the updated p
+
+
+class AdamWNoneGradCrash(_AdamW):
+    skip_none = False  # bug: g = p.grad is None for a frozen parameter, m.mul_(b1).add_(None) raises
+
+
+def clip_returns_nothing(parameters, max_norm):
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+    if total > max_norm:
+        for g in grads:
+            g.mul_(max_norm / (total + 1e-6))  # bug: the norm is never returned
+
+
 CASES = [
     ("warmup_cosine_lr", lr_warmup_one_step_long, "lr_warmup_off_by_one"),
     ("warmup_cosine_lr", lr_to_zero, "lr_cosine_ignores_min_lr"),
@@ -135,4 +167,8 @@ CASES = [
     ("AdamW", AdamWNoBiasCorrection, "adamw_no_bias_correction"),
     ("AdamW", AdamWDecayWithoutLr, "adamw_decay_without_lr"),
     ("AdamW", AdamWEpsInsideSqrt, "adamw_eps_inside_sqrt"),
+    ("AdamW", AdamWEpsOnUncorrectedV, "adamw_eps_uncorrected_v"),
+    ("AdamW", AdamWDecayAfterUpdate, "adamw_decay_after_update"),
+    ("AdamW", AdamWNoneGradCrash, "adamw_grad_none_crash"),
+    ("clip_grad_norm", clip_returns_nothing, "clip_returns_none"),
 ]

@@ -524,7 +524,10 @@ _pad = torch.tensor([[True, True, True, False, False],
                      [True, True, True, True, True]])[:, None, None, :]  # (B, 1, 1, T_k)
 _out, _attn = scaled_dot_product_attention(_Q, _K, _V, _pad)
 assert torch.all(_attn[0, :, :, 3:] == 0), "被遮挡的键权重应为 0（约定：True = 可以看）/ blocked keys must get weight 0 (True = may attend)"
-assert torch.allclose(_attn.sum(-1), torch.ones(2, 2, 4)), "遮挡后每行仍应和为 1（在 softmax 之前遮挡）/ rows must still sum to 1 (mask before softmax)"
+assert torch.allclose(_attn.sum(-1), torch.ones(2, 2, 4)), (
+    "遮挡后每行仍应和为 1：在 softmax 之前把被遮挡的分数设为很大的负数（设为 0 仍会分到权重），softmax 之后不要再改权重 / "
+    "rows must still sum to 1: before the softmax set blocked scores to a large negative number (0 still gets weight), "
+    "and leave the weights alone after it")
 _causal = torch.tril(torch.ones(4, 5, dtype=torch.bool))               # (T_q, T_k): query i sees keys 0..i
 _, _attn = scaled_dot_product_attention(_Q, _K, _V, _causal)
 assert torch.allclose(_attn[..., 0, 0], torch.ones(2, 2)), "因果掩码下第 0 个查询只能看自己 / under a causal mask query 0 sees only key 0"

@@ -108,6 +108,13 @@ assert torch.is_tensor(_ids) and _ids.dtype == torch.long, "encode 应返回 Lon
 assert _ids.tolist() == [_tok.chars.index(c) for c in "nab香"], f"id 应为字符在 chars 里的位置 / an id is the index in chars, got {_ids.tolist()}"
 assert _tok.decode(_tok.encode("香蕉banana。\n")) == "香蕉banana。\n", "decode(encode(s)) 应等于 s / decode(encode(s)) must equal s"
 assert _tok.decode([0, 1]) == "".join(_tok.chars[:2]), "decode 也应接受 int 列表 / decode must accept a list of ints"
+try:
+    _tok.encode("z")
+except KeyError:
+    pass
+else:
+    raise AssertionError("不在词表里的字符应抛出 KeyError（字典查找 stoi[c]），不能悄悄变成某个 id / "
+                         "a character outside the vocabulary must raise KeyError (a dict lookup stoi[c]), not become some id")
 
 # %% [markdown]
 # 用全文建词表（验证集里的字也要能编码；每个字在训练集里至少出现过 10 次，见上面的 `□`），再按**整首诗**划分：

@@ -133,24 +133,26 @@ except ValueError as err:  # the corpus file is missing or damaged: one line say
 # %% exercise="top_k_filter"
 
 # %% grade_id="top_k_keeps_k_largest" points=2 check="top_k_filter:top_k_filter"
-# Visible tests: a hand-checkable row, k >= V, ties at the boundary.
+# Visible tests: a hand-checkable row, k >= V, ties at the boundary. Removed = -inf or the dtype's most negative number.
+_removed = lambda t: t <= torch.finfo(t.dtype).min
 _z = torch.tensor([[1.0, 3.0, 2.0, 0.5]])
 _f = top_k_filter(_z, 2)
-assert torch.equal(torch.isinf(_f), torch.tensor([[True, False, False, True]])), f"应只留 3.0 和 2.0 / must keep 3.0 and 2.0 only, got {_f}"
+assert torch.equal(_removed(_f), torch.tensor([[True, False, False, True]])), f"应只留 3.0 和 2.0 / must keep 3.0 and 2.0 only, got {_f}"
 assert torch.equal(_f[0, 1:3], _z[0, 1:3]), "留下的 logit 不应改变 / kept logits must be unchanged"
 assert torch.equal(top_k_filter(_z, 10), _z), "k >= V 时不变 / k >= V leaves the row unchanged"
-assert not torch.isinf(top_k_filter(torch.tensor([[2.0, 1.0, 1.0]]), 2)).any(), "与第 k 大相等的都留下 / ties with the k-th are kept"
+assert not _removed(top_k_filter(torch.tensor([[2.0, 1.0, 1.0]]), 2)).any(), "与第 k 大相等的都留下 / ties with the k-th are kept"
 
 # %% exercise="top_p_filter"
 
 # %% grade_id="top_p_keeps_nucleus" points=2 check="top_p_filter:top_p_filter"
-# Visible tests: probabilities 0.5, 0.3, 0.15, 0.05 (as logits).
+# Visible tests: probabilities 0.5, 0.3, 0.15, 0.05 (as logits). Removed = -inf or the dtype's most negative number.
+_removed = lambda t: t <= torch.finfo(t.dtype).min
 _z = torch.log(torch.tensor([[0.15, 0.5, 0.05, 0.3]]))
-assert torch.equal(torch.isinf(top_p_filter(_z, 0.7)), torch.tensor([[True, False, True, False]])), \
+assert torch.equal(_removed(top_p_filter(_z, 0.7)), torch.tensor([[True, False, True, False]])), \
     "p=0.7：0.5 还不够，0.5+0.3 越过 0.7，留下这两个 / p=0.7 keeps 0.5 and 0.3 (the token that crosses p is kept)"
-assert torch.equal(torch.isinf(top_p_filter(_z, 0.8)), torch.tensor([[True, False, True, False]])), \
+assert torch.equal(_removed(top_p_filter(_z, 0.8)), torch.tensor([[True, False, True, False]])), \
     "p=0.8：0.5+0.3 恰好达到 0.8，不再多留 / p=0.8: 0.5+0.3 reaches 0.8, nothing more"
-assert torch.isinf(top_p_filter(_z, 0.1)).sum() == 3, "最大的 token 永远留下 / the top token is always kept"
+assert _removed(top_p_filter(_z, 0.1)).sum() == 3, "最大的 token 永远留下 / the top token is always kept"
 assert torch.equal(top_p_filter(_z, 1.0), _z), "p=1 时不变 / p=1 leaves the row unchanged"
 
 # %% exercise="sampling_probs,sample_next_token"

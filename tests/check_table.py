@@ -4,7 +4,7 @@
 
 One row per (entry, check): the wrong, right and real-world catalogues (catalogue/), the
 reference's own source and a ``NotImplementedError`` stub for every check, and every idiom of
-catalogue/idioms.py (its chapter's cells before the exercise, then the idiom's cells, as
+catalogue/idioms/ (its chapter's cells before the exercise, then the idiom's cells, as
 tests/test_idioms.py runs them; the check of the exercise's name then runs on what the cells bound).
 Columns, tab-separated, rows sorted: entry, check, verdict (pass/fail), diagnosis ids, the failing
 case, the message's first line, the whole message (newlines as ``⏎``). Two tables of the same

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import catalogue
-from catalogue import realworld, realworld_llm
+from catalogue import realworld, realworld_llm, realworld_round3
 from catalogue.reference import load
 from tools.paths import ANSWER_KEYS, ROOT
 from tutor import mistakes
@@ -34,8 +34,8 @@ from tutor.engine.messages import say
 from tutor.engine.report import case_numbers
 from tutor.grading import grade, report
 
-WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT
-REALWORLD = realworld.CASES + realworld_llm.CASES
+WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT + realworld_round3.RIGHT
+REALWORLD = realworld.CASES + realworld_llm.CASES + realworld_round3.CASES
 REFERENCE = load()
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
@@ -76,7 +76,7 @@ def test_minus_inf_is_shown_as_minus_inf():
         return logits.masked_fill(logits < torch.topk(logits, k, -1).values[..., -1:], 0.0)
 
     message = run_check("top_k_filter", top_k_fill_zero).message
-    assert "expected -inf, got 0" in message and "max error inf" in message and "e+308" not in message
+    assert "expected -inf, got 0" in message and "tolerance inf" in message and "e+308" not in message
 
 
 def test_a_case_two_mistakes_explain_alike_names_neither():
@@ -134,7 +134,7 @@ def test_two_mistakes_each_named_only_on_the_cases_where_they_show():
     lines = result.message.splitlines()
     assert next(line for line in lines if "[mask_not_bool]" in line).endswith(f"（{case_numbers([4])}）")
     assert next(line for line in lines if "[no_scale]" in line).endswith(f"（{case_numbers([0, 1, 2, 3])}）")
-    assert lines[-1].strip() == MORE
+    assert lines[-2].strip() == MORE and "max error" in lines[-1]  # the diagnosis lines, then the numbers
 
 
 def test_softmax_ignoring_axis_is_not_told_to_use_the_last_axis():
@@ -354,8 +354,8 @@ def test_failure_message_names_case_shapes_error_and_index():
     result = run_check("scaled_dot_product_attention", REFERENCE_WRONG_NO_SCALE)
     first, second, third = result.message.splitlines()
     assert "case 1/5" in first and "Q (2, 2, 3, 8)" in first
-    assert "max error" in second and " at (" in second
-    assert "[no_scale]" in third
+    assert "[no_scale]" in second  # the diagnosis first, then the numbers
+    assert "max error" in third and " at (" in third
 
 
 def REFERENCE_WRONG_NO_SCALE(Q, K, V, mask=None, dropout_p=0.0, training=False):
@@ -366,6 +366,26 @@ def REFERENCE_WRONG_NO_SCALE(Q, K, V, mask=None, dropout_p=0.0, training=False):
     if mask is not None:
         attn = attn.masked_fill(~mask.bool(), 0.0)
     return attn @ V, attn
+
+
+def test_the_element_shown_breaks_the_tolerance_and_its_digits_differ():
+    """Largest absolute error inside the tolerance (a big value), the element that breaks it elsewhere."""
+    from tutor.engine.compare import compare
+    expected = torch.tensor([1000.0, 0.001], dtype=torch.float64)
+    got = torch.tensor([1000.009, 0.0012], dtype=torch.float64)  # 0.009 < 1e-6 + 1e-5 * 1000; 2e-4 breaks it
+    reason = compare("y", expected, got)
+    assert " at (1,)" in reason and "expected 0.001, got 0.0012" in reason, reason
+    close = compare("y", torch.tensor([0.1, 3.0]).double(), torch.tensor([0.1, 3.0000401]).double())
+    assert "expected 3, got 3.00004" in close, close  # digits enough to see them differ
+
+
+def test_mistake_texts_are_plain():
+    from tutor.engine.messages import MARKDOWN, MISTAKES, define_mistakes
+    assert not [mid for mid, (zh, en) in MISTAKES.items() if MARKDOWN.search(zh + en)]
+    for bad in ("用 `x`", "**全局**范数"):
+        with pytest.raises(ValueError, match="plain text"):
+            define_mistakes({"made_up_for_the_test": (bad, "plain English")})
+    assert MARKDOWN.search("sum(g ** 2) / n ** alpha") is None  # Python's power operator is plain text
 
 
 def test_check_restores_rng_and_default_dtype():

@@ -1,6 +1,6 @@
 """Right answers written the ways people really write Python, graded end to end with the
 instructor's nbgrader commands (tools/simulate_class.py), in every graded chapter: the first idiom
-of every exercise in catalogue/idioms.py gets full marks, and a perfect answer with
+of every exercise in catalogue/idioms/ gets full marks, and a perfect answer with
 ``torch.allclose`` replaced inside one exercise loses that exercise's points only. Every idiom
 (not only the first of each exercise) is ``.venv/bin/python -m tools.simulate_class --idioms``.
 

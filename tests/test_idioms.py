@@ -1,4 +1,4 @@
-"""The idiom catalogue (catalogue/idioms.py): idiomatic right answers, run as the notebook runs them.
+"""The idiom catalogue (catalogue/idioms/): idiomatic right answers, run as the notebook runs them.
 
 For each idiom, the chapter's source notebook is executed with plain ``exec`` in one namespace, as
 a kernel would: every code cell before the exercise (setup, provided code, the reference code of

@@ -120,7 +120,7 @@ def checklist(components, ev):
                             "to catalogue/wrong_*.py")
             if check not in ev.right:
                 todo.append(f"{where}: add a right alternative for check {check!r} to catalogue/right_*.py "
-                            "(or, for a graded exercise, an idiom to catalogue/idioms.py)")
+                            "(or, for a graded exercise, an idiom to catalogue/idioms/)")
         for check in c.checks:
             facts = ev.checks.get(check, UNDECLARED)
             if facts.mistakes and not facts.variants:

@@ -444,7 +444,7 @@ def _tamper_one_exercise(info, perfect):
 
 
 def idioms_by_exercise():
-    """{(chapter, exercise name): [Idiom, ...]} from catalogue/idioms.py (right answers
+    """{(chapter, exercise name): [Idiom, ...]} from catalogue/idioms/ (right answers
     written the ways people really write Python)."""
     from catalogue.idioms import IDIOMS
 
@@ -784,7 +784,7 @@ def main(argv=None):
     parser.add_argument("assignments", nargs="*", help="default: every folder in source/")
     parser.add_argument("-s", "--submission", action="append", help="a kind from --list (default: all kinds)")
     parser.add_argument("--idioms", action="store_true",
-                        help="also hand in every idiom of catalogue/idioms.py (right answers: full marks)")
+                        help="also hand in every idiom of catalogue/idioms/ (right answers: full marks)")
     parser.add_argument("--timeout", type=int, default=30, help="per-cell timeout in the simulation")
     parser.add_argument("--workdir", help="course directory to create (default: a temp dir, kept)")
     parser.add_argument("--list", action="store_true", help="print the submission kinds and exit")

@@ -42,9 +42,18 @@ MISTAKES = define_mistakes({
                            "之前把分数设为很大的负数",
                            "mask applied after the softmax: zeroing weights afterwards leaves rows that do not sum to "
                            "1; fill the scores before the softmax"),
-    "mask_multiplies_scores": ("用掩码乘分数：被遮挡的分数变成 0 而不是很大的负数，仍然分到权重",
-                               "the mask multiplies the scores: blocked scores become 0, not a large negative number, "
-                               "and still get weight"),
+    "mask_multiplies_scores": ("被遮挡的分数变成了 0（scores * mask，或 masked_fill(~mask, 0)）"
+                               "而不是很大的负数：exp(0) = 1，它们仍然分到权重；用 -inf 或 dtype 最小值填充",
+                               "blocked scores become 0 (scores * mask, or masked_fill(~mask, 0)), not a large "
+                               "negative number: exp(0) = 1, so they still get weight; fill with -inf or the "
+                               "dtype's minimum"),
+    "mask_zero_then_after_softmax": ("先把被遮挡的分数设为 0，softmax 之后又把它们的权重清零："
+                                     "这些 0 分数在 softmax 里已经分走了概率，清零后每行之和不再是 1；"
+                                     "在 softmax 之前用很大的负数填充，之后不要再改权重",
+                                     "blocked scores set to 0 before the softmax and their weights zeroed after it: "
+                                     "the 0 scores already took probability in the softmax, so rows no longer sum to "
+                                     "1; fill with a large negative number before the softmax and leave the weights "
+                                     "alone afterwards"),
     "nan_fully_masked": ("用 -inf 填充后，整行都被遮挡的查询得到 NaN；契约要求这样的行输出全 0",
                          "filling with -inf gives NaN on a query row whose keys are all blocked; the contract asks for "
                          "zeros there"),
@@ -82,10 +91,10 @@ def attention(Q, K, V, mask=None, scale="sqrt_dk", softmax_dim=-1, invert=False,
         if mode == "fill":
             value = {"min": torch.finfo(scores.dtype).min, "-inf": float("-inf"), "-1e9": -1e9}[fill]
             scores = scores.masked_fill(~mask, value)
-        elif mode == "multiply":
+        elif mode in ("multiply", "zero_then_after"):
             scores = scores * mask
     attn = torch.softmax(scores, dim=softmax_dim)
-    if mask is not None and (zero_blocked or mode == "after_softmax"):
+    if mask is not None and (zero_blocked or mode in ("after_softmax", "zero_then_after")):
         attn = attn.masked_fill(~mask, 0.0)
     return attn @ V, attn  # (..., T_q, d_v), (..., T_q, T_k)
 
@@ -97,6 +106,7 @@ ATTENTION_BUGS = [
     Bug("mask_inverted", dict(invert=True)),
     Bug("mask_after_softmax", dict(mode="after_softmax")),
     Bug("mask_multiplies_scores", dict(mode="multiply", zero_blocked=False)),
+    Bug("mask_zero_then_after_softmax", dict(mode="zero_then_after")),
     Bug("nan_fully_masked", dict(fill="-inf", zero_blocked=False)),
     Bug("fully_masked_uniform", dict(fill="-1e9", zero_blocked=False)),
 ]
@@ -186,9 +196,47 @@ FunctionCheck("attention_numpy", cases=_numpy_cases, outputs=("out", "weights"),
 FunctionCheck("scaled_dot_product_attention", cases=attention_cases, outputs=("out", "attn"), grads=("Q", "K", "V"),
               call=lambda f, case, x: f(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants,
               mistakes=("no_scale", "scale_by_dk", "softmax_wrong_axis", "mask_inverted", "mask_after_softmax",
-                        "mask_multiplies_scores", "nan_fully_masked", "fully_masked_uniform", "mask_not_bool"))
+                        "mask_multiplies_scores", "mask_zero_then_after_softmax", "nan_fully_masked",
+                        "fully_masked_uniform", "mask_not_bool"))
 
-ModuleCheck("ScaledDotProductAttention", cases=lambda: attention_cases()[:4], outputs=("out", "attn"),
+def _sdpa_module_cases():
+    """The SDPA cases in eval mode, then one in training mode: dropout=0.5 must act (the visible test asks it)."""
+    cases = attention_cases()[:4]
+    train = cases[0]
+    cases.append(Case("训练模式、dropout=0.5 / training mode, dropout=0.5", dict(train.inputs), {"train": True}))
+    return cases
+
+
+def _dropout_acts(m, Q, K, V, mask):
+    """[some weight dropped, the kept ones scaled by 1/(1 - p)] of ``m`` in training mode, as a tensor."""
+    m.eval()
+    with torch.no_grad():
+        _, expected = m(Q, K, V, mask)
+        m.train()
+        torch.manual_seed(0)
+        out, attn = m(Q, K, V, mask)
+    m.eval()
+    if not (isinstance(attn, torch.Tensor) and attn.shape == expected.shape):
+        return torch.zeros(2), torch.zeros(2)
+    dropped, kept = (attn == 0) & (expected != 0), attn != 0
+    scaled = bool(torch.allclose(attn[kept], expected[kept] * 2.0)) and bool(torch.allclose(out, attn @ V))
+    acts = torch.tensor([float(dropped.any()), float(scaled)])
+    return acts, acts
+
+
+def _sdpa_module_forward(m, case, x):
+    if case.get("train"):
+        return _dropout_acts(m, x["Q"].detach(), x["K"].detach(), x["V"].detach(), case.get("mask"))
+    return m(x["Q"], x["K"], x["V"], case.get("mask"))
+
+
+def sdpa_module_variants(ref, case):
+    if case.get("train"):  # the known attention bugs leave dropout alone
+        return [wrong(b.id, lambda: {"out": torch.ones(2), "attn": torch.ones(2)}) for b in ATTENTION_BUGS]
+    return sdpa_variants(ref, case)
+
+
+ModuleCheck("ScaledDotProductAttention", cases=_sdpa_module_cases, outputs=("out", "attn"),
             grads=("Q", "K", "V"), make_args=lambda case: ((), {"dropout": 0.5}), load=False,
-            forward=lambda m, case, x: m(x["Q"], x["K"], x["V"], case.get("mask")), variants=sdpa_variants,
+            forward=_sdpa_module_forward, variants=sdpa_module_variants,
             mistakes=("no_scale",))

@@ -2,9 +2,10 @@
 cross-entropy with label smoothing."""
 import torch
 
+from ..engine.diagnosis import combine
 from ..engine.messages import define_mistakes
 from ..engine.running import randn
-from ..engine.specs import Case, FunctionCheck, wrong
+from ..engine.specs import Bug, Case, FunctionCheck, wrong
 
 MISTAKES = define_mistakes({
     "softmax_backward_missing_sum": ("softmax 反向漏了求和项：grad_x = y * (grad_y - sum(grad_y * y))，"
@@ -37,6 +38,25 @@ MISTAKES = define_mistakes({
     "ls_over_v_minus_1": ("标签平滑把 ε 只分给了其余 V−1 个类：PyTorch 的约定是 ε / C 分给全部 C 个类（包括正确类）",
                           "label smoothing spreads ε over the other V−1 classes: PyTorch spreads ε / C over all C "
                           "classes, the true one included"),
+    "ln_backward_no_mean_g": (
+        "grad_x 少了 mean(g) 这一项：x 的均值也依赖每个 x_i，g = grad_out · weight 要减去它沿最后一维的均值，"
+        "grad_x = (g - mean(g) - x̂ · mean(g · x̂)) / σ",
+        "grad_x lacks its mean(g) term: the mean of x depends on every x_i, so g = grad_out · weight loses its mean "
+        "over the last axis, grad_x = (g - mean(g) - x̂ · mean(g · x̂)) / σ"),
+    "ce_no_label_smoothing": (
+        "忽略了 label_smoothing：平滑后的目标是 (1 - ε)·onehot + ε / C，"
+        "损失是 (1 - ε)·nll + ε·mean(-log p)",
+        "label_smoothing ignored: the smoothed target is (1 - ε)·onehot + ε / C, the loss (1 - ε)·nll + "
+        "ε·mean(-log p)"),
+    "ce_sum_not_mean": (
+        "损失是求和而不是平均：应除以未被忽略的位置数（F.cross_entropy 的 reduction='mean'）",
+        "the loss is summed, not averaged: divide by the number of positions not ignored (F.cross_entropy's "
+        "reduction='mean')"),
+    "ce_no_max_subtraction": (
+        "log-sum-exp 没有先减去最大值：logits 很大（约 1000）时 exp 溢出成 inf，"
+        "损失变成 NaN/inf；用 logits - logits.max(-1, keepdim=True) 或 torch.logsumexp",
+        "log-sum-exp without subtracting the max first: with large logits (~1000) exp overflows to inf and the "
+        "loss becomes NaN/inf; use logits - logits.max(-1, keepdim=True) or torch.logsumexp"),
     "ce_ignored_in_mean": ("被忽略的位置也算进了平均的分母：只对 target != ignore_index 的位置求平均",
                            "ignored positions count in the mean's denominator: average over the positions with target "
                            "!= ignore_index only"),
@@ -54,27 +74,42 @@ def softmax_backward_variants(ref, case):
 def layer_norm_backward_variants(ref, case):
     x, w, go, eps = case["x"], case["weight"], case["grad_out"], case["eps"]
     d = x.size(-1)
-    sigma = torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
-    x_hat = (x - x.mean(-1, keepdim=True)) / sigma
-    grads = {"grad_weight": (go * x_hat).reshape(-1, d).sum(0), "grad_bias": go.reshape(-1, d).sum(0)}
 
-    def run(mean_term=True, var_term=True, weight=True):
+    def run(mean_term=True, var_term=True, weight=True, mean_g=True, unbiased=False, eps_outside=False):
+        var = x.var(-1, keepdim=True, unbiased=unbiased)
+        sigma = var.sqrt() + eps if eps_outside else torch.sqrt(var + eps)
+        x_hat = (x - x.mean(-1, keepdim=True)) / sigma
         g = go * w if weight else go
-        mean_part = g.mean(-1, keepdim=True) if mean_term else 0
+        mean_part = g.mean(-1, keepdim=True) if mean_term and mean_g else 0
         var_part = x_hat * (g * x_hat).mean(-1, keepdim=True) if var_term else 0
         gx = g - mean_part - var_part
-        return {"grad_x": gx / sigma, **grads}
+        return {"grad_x": gx / sigma, "grad_weight": (go * x_hat).reshape(-1, d).sum(0),
+                "grad_bias": go.reshape(-1, d).sum(0)}
 
     def fixed_axes():  # dw and db summed over axes (0, 1), as for a (B, T, C) input only
         out = run()
+        x_hat = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps)
         return {**out, "grad_weight": (go * x_hat).sum((0, 1)), "grad_bias": go.sum((0, 1))}
+
+    def swapped():
+        out = run()
+        return {**out, "grad_weight": out["grad_bias"], "grad_bias": out["grad_weight"]}
 
     return [wrong("ln_backward_missing_mean_terms", lambda: run(mean_term=False, var_term=False)),
             wrong("ln_backward_missing_variance_term", lambda: run(var_term=False)),
+            wrong("ln_backward_no_mean_g", lambda: run(mean_g=False)),
             wrong("ln_backward_no_weight", lambda: run(weight=False)),
-            wrong("ln_backward_grads_swapped",
-                  lambda: {**run(), "grad_weight": grads["grad_bias"], "grad_bias": grads["grad_weight"]}),
+            wrong("ln_unbiased_var", lambda: run(unbiased=True)),
+            wrong("ln_eps_outside_sqrt", lambda: run(eps_outside=True)),
+            wrong("ln_backward_grads_swapped", swapped),
             wrong("ln_backward_sums_fixed_axes", fixed_axes)]
+
+
+CROSS_ENTROPY_BUGS = [Bug("ls_over_v_minus_1", dict(smoothing="rest")),
+                      Bug("ce_no_label_smoothing", dict(smoothing="none")),
+                      Bug("ce_ignored_in_mean", dict(mean="all")), Bug("ce_sum_not_mean", dict(mean="sum")),
+                      Bug("loss_includes_pad", dict(use_ignore=False)),
+                      Bug("ce_no_max_subtraction", dict(stable=False))]
 
 
 def cross_entropy_variants(ref, case):
@@ -82,22 +117,21 @@ def cross_entropy_variants(ref, case):
     C = logits.size(-1)
     z, t = logits.reshape(-1, C), target.reshape(-1)
 
-    def run(over_rest=False, mean_all=False, use_ignore=True):
-        logp = torch.log_softmax(z, -1)
+    def run(smoothing="all", mean="kept", use_ignore=True, stable=True):
+        logp = torch.log_softmax(z, -1) if stable else z - z.exp().sum(-1, keepdim=True).log()
         keep = t != ignore if use_ignore else torch.ones_like(t, dtype=torch.bool)
-        safe = t.masked_fill(t == ignore, 0)
+        safe = t.masked_fill(t == ignore, 0) if use_ignore else t.clamp_min(0)
         nll = -logp.gather(-1, safe[:, None]).squeeze(-1)
-        if over_rest:
-            rest = (-logp.sum(-1) - nll) / (C - 1)
-            loss = (1 - eps) * nll + eps * rest
+        if smoothing == "rest":
+            loss = (1 - eps) * nll + eps * (-logp.sum(-1) - nll) / (C - 1)
+        elif smoothing == "none":
+            loss = nll
         else:
             loss = (1 - eps) * nll + eps * -logp.mean(-1)
         total = loss[keep].sum()
-        return {"loss": total / (t.numel() if mean_all else keep.sum())}
+        return {"loss": total if mean == "sum" else total / (t.numel() if mean == "all" else keep.sum())}
 
-    return [wrong("ls_over_v_minus_1", lambda: run(over_rest=True)),
-            wrong("ce_ignored_in_mean", lambda: run(mean_all=True)),
-            wrong("loss_includes_pad", lambda: run(use_ignore=False))]
+    return combine(CROSS_ENTROPY_BUGS, run)
 
 
 # ---------------------------------------------------------------- the checks
@@ -145,10 +179,12 @@ FunctionCheck("layer_norm_backward", cases=_layer_norm_backward_cases, outputs=(
               call=lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(),
                                         case["eps"]),
               mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term",
-                        "ln_backward_no_weight", "ln_backward_grads_swapped", "ln_backward_sums_fixed_axes"))
+                        "ln_backward_no_mean_g", "ln_backward_no_weight", "ln_backward_grads_swapped",
+                        "ln_backward_sums_fixed_axes", "ln_unbiased_var", "ln_eps_outside_sqrt"))
 
 FunctionCheck("cross_entropy", cases=_cross_entropy_cases, outputs=("loss",), grads=("logits",),
               variants=cross_entropy_variants,
               call=lambda f, case, x: f(x["logits"], case["target"].clone(), ignore_index=case["ignore_index"],
                                         label_smoothing=case["label_smoothing"]),
-              mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1"))
+              mistakes=("ce_ignored_in_mean", "ls_over_v_minus_1", "ce_no_label_smoothing", "ce_sum_not_mean",
+                        "ce_no_max_subtraction"))

@@ -32,6 +32,16 @@ MISTAKES = define_mistakes({
                                    "的最小集合（它之前的累计概率 < p 就保留）",
                                    "top-p drops the token that crosses p: keep the smallest set whose mass is >= p (a "
                                    "token stays while the mass before it is < p)"),
+    "top_p_strict_tie": ("top-p 用了严格的 >：前面的累计概率恰好等于 p 时，这个 token 也被留下了；契约是最小的、"
+                         "累计概率 >= p 的集合：前面的累计概率 >= p 的 token 都去掉（float 里 0.5 + 0.3 == 0.8，"
+                         "这种并列真的会出现）",
+                         "top-p with a strict >: when the mass before a token is exactly p that token is kept too; the "
+                         "contract keeps the smallest set whose mass is >= p, dropping every token whose mass before "
+                         "it is >= p (in float 0.5 + 0.3 == 0.8, so such ties do occur)"),
+    "top_p_one_minus_p": ("top-p 的阈值写成了 1 - p（保留的集合只有 1 - p 的概率质量）：p 是要保留的质量，"
+                          "前面的累计概率 >= p 的 token 才去掉",
+                          "top-p thresholded at 1 - p (the kept set holds a mass of only 1 - p): p is the mass to "
+                          "keep, drop a token only when the mass before it is >= p"),
     "top_p_not_sorted": ("top-p 的累计概率没有先按概率从大到小排序：按词表顺序累加得到的不是“最可能的 token”集合",
                          "top-p accumulates the mass in vocabulary order: sort the probabilities in descending order "
                          "first"),
@@ -55,6 +65,18 @@ MISTAKES = define_mistakes({
                                  "vocabulary in vocabulary order (not sorted, not cut down), with the given generator; "
                                  "several draws, the exponential trick (gpt-fast's probs / Exp(1)) or no generator "
                                  "draw other tokens"),
+    "generate_wrong_position": ("下一个 token 取自第 0 个位置的 logits（logits[:, 0]）："
+                                "应取最后一个位置 logits[:, -1]，它才看过整个前缀",
+                                "the next token is read from the logits of position 0 (logits[:, 0]): read the last "
+                                "position, logits[:, -1], the only one that has seen the whole prefix"),
+    "generate_use_cache_ignored": ("use_cache=False 时仍然用了缓存：契约要求这时每一步把整个前缀重新喂给 model(idx)"
+                                   "（两种方式的 token 相同，用来对比速度和验证缓存）",
+                                   "the cache is used even with use_cache=False: the contract then feeds the whole "
+                                   "prefix to model(idx) at every step (both give the same tokens; the uncached run is"
+                                   " what the cache is timed and checked against)"),
+    "beam_length_excludes_eos": ("长度归一化的 n 没有算 EOS：n 是生成的 token 数，EOS 也算（前缀不算）",
+                                 "the length normalisation's n leaves EOS out: n counts the generated tokens, EOS "
+                                 "included (prefix excluded)"),
     "beam_no_length_norm": ("束搜索没有做长度归一化：分数应是 logp_sum / n ** alpha，否则偏爱短输出",
                             "beam search without length normalisation: the score is logp_sum / n ** alpha, otherwise "
                             "short outputs win"),
@@ -94,17 +116,34 @@ def top_k_variants(ref, case):
 def top_p_variants(ref, case):
     logits, p = case["logits"], case["p"]
 
-    def run(drop_crossing=False, unsorted=False):
+    def run(drop_crossing=False, unsorted=False, strict=False, threshold=p):
         probs = torch.softmax(logits, -1)
         sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
         if unsorted:
             sorted_probs, order = probs, torch.arange(probs.size(-1)).expand_as(probs)
         cum = torch.cumsum(sorted_probs, -1)
-        drop = cum > p if drop_crossing else cum - sorted_probs >= p
+        if drop_crossing:
+            drop = cum > threshold
+        elif strict:  # the inclusive mass > threshold, shifted right by one (x-transformers' way)
+            drop = torch.cat([torch.zeros_like(cum[..., :1], dtype=torch.bool), (cum > threshold)[..., :-1]], -1)
+        else:
+            drop = cum - sorted_probs >= threshold
+        drop[..., 0] = False  # the top token is always kept
         return {"out": logits.masked_fill(drop.scatter(-1, order, drop), torch.finfo(logits.dtype).min)}
 
     return [wrong("top_p_drops_crossing_token", lambda: run(drop_crossing=True)),
-            wrong("top_p_not_sorted", lambda: run(unsorted=True))]
+            wrong("top_p_not_sorted", lambda: run(unsorted=True)),
+            wrong("top_p_strict_tie", lambda: run(strict=True)),
+            wrong("top_p_one_minus_p", lambda: run(strict=True, threshold=1 - p)),
+            wrong("top_p_one_minus_p", lambda: run(threshold=1 - p))]
+
+
+def _top_k_exactly(logits, k):
+    """Exactly ``k`` logits kept per row (``torch.topk`` + scatter): a tie at the k-th loses its other members."""
+    if k is None or k >= logits.size(-1):
+        return logits
+    values, indices = torch.topk(logits, k, -1)
+    return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
 
 
 def sampling_probs_variants(ref, case):
@@ -120,13 +159,17 @@ def sampling_probs_variants(ref, case):
             wrong("filters_order_swapped", lambda: {"probs": torch.softmax(
                 solutions.top_k_filter(solutions.top_p_filter(logits / T, p), k), -1)}),
             wrong("top_p_missing", lambda: {"probs": torch.softmax(solutions.top_k_filter(logits / T, k), -1)}),
-            wrong("top_k_missing", lambda: {"probs": torch.softmax(solutions.top_p_filter(logits / T, p), -1)})]
+            wrong("top_k_missing", lambda: {"probs": torch.softmax(solutions.top_p_filter(logits / T, p), -1)}),
+            wrong("top_k_ties_dropped", lambda: {"probs": torch.softmax(
+                solutions.top_p_filter(_top_k_exactly(logits / T, k), p), -1)})]
 
 
-def _sample(logits, temperature, top_k, top_p, generator, after_softmax=False, argmax=False):
+def _sample(logits, temperature, top_k, top_p, generator, after_softmax=False, argmax=False, exactly_k=False):
     if temperature == 0 or argmax:
         return logits.argmax(-1)
-    if after_softmax:
+    if exactly_k:
+        probs = torch.softmax(solutions.top_p_filter(_top_k_exactly(logits / temperature, top_k), top_p), -1)
+    elif after_softmax:
         probs = torch.softmax(solutions.top_p_filter(solutions.top_k_filter(logits, top_k), top_p), -1) / temperature
     else:
         probs = solutions.sampling_probs(logits, temperature, top_k, top_p)
@@ -145,6 +188,7 @@ def sample_next_token_variants(ref, case):
 
     return [wrong("sample_argmax", lambda: run(argmax=True)),
             wrong("temperature_after_softmax", lambda: run(after_softmax=True)),
+            wrong("top_k_ties_dropped", lambda: run(exactly_k=True)),
             wrong("top_p_missing", lambda: without("top_p")), wrong("top_k_missing", lambda: without("top_k"))]
 
 
@@ -184,8 +228,16 @@ def generate_variants(ref, case):
         gen = torch.Generator().manual_seed(case["seed"])
         return {"tokens": solutions.generate(model, idx, n, generator=gen, **kw)[:, idx.size(1):]}
 
+    def first_position():  # the next token read from the logits of position 0
+        ys, gen = idx, torch.Generator().manual_seed(case["seed"])
+        with torch.no_grad():
+            for _ in range(n):
+                nxt = _sample(model(ys)[:, 0], kw.get("temperature", 0.0), kw.get("top_k"), kw.get("top_p"), gen)
+                ys = torch.cat([ys, nxt[:, None]], 1)
+        return {"tokens": ys}
+
     return ([wrong("generate_cache_refeeds_prefix", refeed)] if kw.get("use_cache", True) else []) + [
-        wrong("generate_new_tokens_only", new_only)]
+        wrong("generate_new_tokens_only", new_only), wrong("generate_wrong_position", first_position)]
 
 
 def _generate_rule(case, expected, got):
@@ -215,6 +267,13 @@ def _generate_problems(cases):
         if not seen:
             continue
         tokens, T0, n = seen["tok_embed"], case["idx"].size(1), case["max_new_tokens"]
+        if not case["kwargs"].get("use_cache", True):
+            if len(tokens) > 1 and sum(tokens) <= T0 + n:  # one token per step after the prompt: the cache
+                plain = [T0 + i for i in range(n)]
+                problems.setdefault("generate_use_cache_ignored", (
+                    f"实测 / measured: 每次调用模型喂入的 token 数 / tokens fed per model call {fed(tokens)}，"
+                    f"不用缓存应是 / without the cache: {fed(plain)}（用例 / case 「{case.label}」）"))
+            continue
         if tokens and sum(tokens) > T0 + n:
             honest = [T0] + [1] * (len(tokens) - 1)
             problems.setdefault("kv_cache_recomputes", (
@@ -257,7 +316,7 @@ def _generate(f, case, _):
 # ---------------------------------------------------------------- beam search
 
 def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalise=True, stop_finished=True,
-         count_prefix=False):
+         count_prefix=False, count_eos=True):
     """Beam search with switches for the known bugs; defaults = the contract."""
     alive, alive_scores, finished = prefix[None], torch.zeros(1, dtype=torch.float64), []
     for _ in range(max_new_tokens):
@@ -271,7 +330,11 @@ def beam(step_fn, prefix, beam_size, max_new_tokens, eos_id, alpha=0.0, normalis
         if alive.size(0) == 0 or len(finished) >= beam_size:
             break
     offset = 0 if count_prefix else prefix.numel()
-    norm = lambda c: c[1] / (c[0].numel() - offset) ** alpha if normalise else c[1]
+
+    def length(c):
+        ends = not count_eos and c[0].numel() > prefix.numel() and int(c[0][-1]) == eos_id
+        return max(c[0].numel() - offset - ends, 1)
+    norm = lambda c: c[1] / length(c) ** alpha if normalise else c[1]
     best = max(finished + list(zip(alive, alive_scores.tolist())), key=norm)
     return {"tokens": best[0], "score": float(norm(best))}
 
@@ -280,7 +343,8 @@ def beam_search_variants(ref, case):
     args = (case["step_fn"], case["prefix"], case["beam_size"], case["max_new_tokens"], case["eos_id"], case["alpha"])
     return [wrong("beam_no_length_norm", lambda: beam(*args, normalise=False)),
             wrong("beam_finished_extended", lambda: beam(*args, stop_finished=False)),
-            wrong("beam_norm_counts_prefix", lambda: beam(*args, count_prefix=True))]
+            wrong("beam_norm_counts_prefix", lambda: beam(*args, count_prefix=True)),
+            wrong("beam_length_excludes_eos", lambda: beam(*args, count_eos=False))]
 
 
 def _beam_rule(case, expected, got):
@@ -336,7 +400,10 @@ def _top_p_cases():
     return [Case("随机 / random (4, 12), p=0.8", {"logits": randn(g, 4, 12, scale=2.0)}, {"p": 0.8}),
             Case("越过 p 的 token / the token that crosses p, p=0.6", {"logits": exact}, {"p": 0.6}),
             Case("最大的 token 已超过 p / the top token alone exceeds p, p=0.3, B=1", {"logits": exact[:1]},
-                 {"p": 0.3})]
+                 {"p": 0.3}),
+            Case("float32，0.5 + 0.3 恰好等于 p / float32, 0.5 + 0.3 is exactly p, p=0.8 (the visible test's row)",
+                 {"logits": torch.tensor([[0.15, 0.5, 0.05, 0.3]], dtype=torch.float32).log()}, {"p": 0.8}),
+            Case("p=0.9：四个都保留（0.875 < 0.9）/ all four kept (0.875 < 0.9)", {"logits": exact}, {"p": 0.9})]
 
 
 def sampling_cases(seed):
@@ -348,6 +415,9 @@ def sampling_cases(seed):
     exact = torch.tensor([[0.5, 0.25, 0.125, 0.125]]).log().expand(8, 4)  # top-k first leaves 2/3, 1/3: top-p keeps 1
     cases.append(Case("先 top-k 再 top-p / top-k before top-p: top_k=2, top_p=0.6", {"logits": exact},
                       {"temperature": 1.0, "top_k": 2, "top_p": 0.6, "seed": seed + 4}))
+    ties = torch.tensor([[2.0, 1.0, 1.0, 0.0, -1.0]]).expand(16, 5)  # the 2nd and 3rd tie: top_k=2 keeps 3
+    cases.append(Case("第 k 个有并列 / ties at the k-th: top_k=2, logits (16, 5)", {"logits": ties},
+                      {"temperature": 1.0, "top_k": 2, "top_p": None, "seed": seed + 5}))
     return cases
 
 
@@ -364,26 +434,28 @@ FunctionCheck("top_k_filter", cases=_top_k_cases, outputs=("out",), variants=top
 
 FunctionCheck("top_p_filter", cases=_top_p_cases, outputs=("out",), variants=top_p_variants,
               call=lambda f, case, x: neg_inf_as_min(f(case["logits"].clone(), case["p"])),
-              mistakes=("top_p_drops_crossing_token", "top_p_not_sorted"))
+              mistakes=("top_p_drops_crossing_token", "top_p_not_sorted", "top_p_strict_tie", "top_p_one_minus_p"))
 
 FunctionCheck("sampling_probs", cases=lambda: sampling_cases(39), outputs=("probs",), variants=sampling_probs_variants,
               call=lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"]),
-              mistakes=("filters_order_swapped", "temperature_after_softmax", "top_p_missing", "top_k_missing"))
+              mistakes=("filters_order_swapped", "temperature_after_softmax", "top_p_missing", "top_k_missing",
+                        "top_k_ties_dropped"))
 
 FunctionCheck("sample_next_token", cases=_sample_next_token_cases, outputs=("tokens",),
               variants=sample_next_token_variants, rule=_sample_rule,
               call=lambda f, case, x: f(case["logits"].clone(), case["temperature"], case["top_k"], case["top_p"],
                                         generator=torch.Generator().manual_seed(case["seed"])),
-              mistakes=("sample_argmax", "temperature_after_softmax", "sample_draw_not_contract", "top_p_missing"))
+              mistakes=("sample_argmax", "temperature_after_softmax", "sample_draw_not_contract", "top_p_missing",
+                        "top_k_ties_dropped"))
 
 FunctionCheck("generate", cases=_generate_cases, outputs=("tokens",), call=_generate, variants=generate_variants,
               rule=_generate_rule, cost=Cost(
-                  watched=lambda case: {"tok_embed": case["model"].tok_embed} if case["kwargs"].get("use_cache", True)
-                  else {}, problems=_generate_problems),
-              mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only"))
+                  watched=lambda case: {"tok_embed": case["model"].tok_embed}, problems=_generate_problems),
+              mistakes=("generate_cache_refeeds_prefix", "kv_cache_recomputes", "generate_new_tokens_only",
+                        "generate_wrong_position", "generate_use_cache_ignored"))
 
 FunctionCheck("beam_search", cases=_beam_cases, outputs=("tokens", "score"), variants=beam_search_variants,
               rule=_beam_rule, call=lambda f, case, x: f(case["step_fn"], case["prefix"].clone(), case["beam_size"],
                                                         case["max_new_tokens"], case["eos_id"], alpha=case["alpha"]),
               mistakes=("beam_finished_extended", "beam_no_length_norm", "beam_norm_counts_prefix",
-                        "beam_score_differs"))
+                        "beam_length_excludes_eos", "beam_score_differs"))

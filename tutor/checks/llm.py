@@ -10,6 +10,10 @@ from ..engine.specs import Bug, Case, Failure, FunctionCheck, ModuleCheck, wrong
 from .attention import attention
 
 MISTAKES = define_mistakes({
+    "kv_cache_not_returned": ("没有返回缓存（返回了 None）：forward 返回 (out, cache)，"
+                              "cache 是这一层拼接之后的 (k, v)，下一步生成要用它",
+                              "the cache is not returned (None): forward returns (out, cache), cache being this "
+                              "layer's concatenated (k, v), which the next generation step needs"),
     "gqa_repeat_not_interleave": ("KV 头的复制顺序错了：用了 repeat（第 h 个查询头拿到 KV 头 h % G），应是 "
                                   "repeat_interleave（相邻的 H/G 个查询头共用 KV 头 h // (H/G)）",
                                   "KV heads repeated in the wrong order: repeat gives query head h the KV head h % G; "
@@ -77,6 +81,7 @@ def gqa(ref, x, mask=None, cache=None, interleave=True, half_split=False, reset_
     v = ref.W_v(x).view(B, T, G, d_k).transpose(1, 2)
     T_past = 0 if cache is None else cache[0].size(2)
     start = 0 if reset_positions else T_past
+    scale = d ** 0.5 if scale == "sqrt_d_model" else scale
 
     def rot(t, first, length):
         pos = torch.arange(first, first + length, dtype=t.dtype)
@@ -112,6 +117,8 @@ GQA_BUGS = [
     Bug("kv_cache_before_rope", dict(cache_raw=True)),
     Bug("rope_on_values", dict(rope_v=True)),
     Bug("no_scale", dict(scale=None)),
+    Bug("scale_by_d_model", dict(scale="sqrt_d_model")),
+    Bug("mask_inverted", dict(invert=True)),
     Bug("nan_fully_masked", dict(fill="-inf", zero_blocked=False)),
     Bug("fully_masked_uniform", dict(fill="-1e9", zero_blocked=False)),
     Bug("kv_cache_repeated_heads", dict(cache_repeated=True)),
@@ -140,20 +147,26 @@ def swiglu_variants(ref, case):
     return combine(SWIGLU_BUGS, lambda **kw: {"out": swiglu(ref, case["x"], **kw)})
 
 
-def gpt_block(ref, x, mask, pre_ln=True, residual_from_input=False, gqa_kw=None, swiglu_kw=None):
+def gpt_block(ref, x, mask, pre_ln=True, residual_from_input=False, attn_residual=True, gqa_kw=None,
+              swiglu_kw=None):
     attn = gqa(ref.attn, ref.norm1(x) if pre_ln else x, mask, **(gqa_kw or {}))["out"]
     if not pre_ln:
         h = ref.norm1(x + attn)
         return ref.norm2(h + swiglu(ref.ffn, h, **(swiglu_kw or {})))
-    h = x + attn
+    h = x + attn if attn_residual else attn
     return (x if residual_from_input else h) + swiglu(ref.ffn, ref.norm2(h), **(swiglu_kw or {}))
+
+
+BLOCK_GQA_BUGS = ("gqa_repeat_not_interleave", "rope_half_split", "no_scale", "scale_by_d_model", "mask_inverted")
 
 
 def gpt_block_variants(ref, case):
     x, mask = case["x"], case.get("mask")
     return ([wrong("post_ln_instead_of_pre", lambda: {"out": gpt_block(ref, x, mask, pre_ln=False)}),
-             wrong("residual_wrong_source", lambda: {"out": gpt_block(ref, x, mask, residual_from_input=True)})]
-            + [wrong(b.id, lambda kw=b.switches: {"out": gpt_block(ref, x, mask, gqa_kw=kw)}) for b in GQA_BUGS[:2]]
+             wrong("residual_wrong_source", lambda: {"out": gpt_block(ref, x, mask, residual_from_input=True)}),
+             wrong("missing_residual", lambda: {"out": gpt_block(ref, x, mask, attn_residual=False)})]
+            + [wrong(b.id, lambda kw=b.switches: {"out": gpt_block(ref, x, mask, gqa_kw=kw)})
+               for b in GQA_BUGS if b.id in BLOCK_GQA_BUGS]
             + [wrong(b.id, lambda kw=b.switches: {"out": gpt_block(ref, x, mask, swiglu_kw=kw)})
                for b in SWIGLU_BUGS])
 
@@ -217,8 +230,26 @@ def _repeat_kv_cases():
 def _gqa_forward(m, case, x):
     out, cache = m(x["x"], case.get("mask"), case.get("cache"))
     if not isinstance(cache, (tuple, list)) or len(cache) != 2:
-        raise Failure("GroupedQueryAttention.forward 应返回 (out, (k, v)) / must return (out, (k, v))")
+        raise Failure("GroupedQueryAttention.forward 应返回 (out, (k, v)) / must return (out, (k, v))",
+                      "kv_cache_not_returned" if cache is None else None)
     return out, cache[0], cache[1]
+
+
+def _gpt_block_forward(m, case, x):
+    returned = m(x["x"], case.get("mask"))
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise Failure("GPTBlock.forward 应返回 (out, cache) / must return (out, cache)")
+    out, cache = returned
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+        raise Failure("GPTBlock.forward 应返回 (out, cache)，cache 是注意力的 (k, v) / must return (out, cache), "
+                      "cache being its attention's (k, v)", "kv_cache_not_returned" if cache is None else None)
+    return out, cache[0], cache[1]
+
+
+def _gpt_block_rule(case, expected, got):
+    """``self.norm2 = self.norm1``: one RMSNorm object in both places."""
+    m = case.built
+    return "shared_norm" if m is not None and getattr(m, "norm1", None) is getattr(m, "norm2", 0) else None
 
 
 def _gqa_cases():
@@ -288,15 +319,17 @@ FunctionCheck("repeat_kv", cases=_repeat_kv_cases, outputs=("out",), grads=("x",
 ModuleCheck("GroupedQueryAttention", cases=_gqa_cases, outputs=("out", "k_cache", "v_cache"), grads=("x",),
             make_args=lambda case: (case["cfg"], {"rope": case["rope"]}), forward=_gqa_forward, variants=gqa_variants,
             mistakes=("gqa_repeat_not_interleave", "kv_cache_positions_reset", "rope_half_split", "nan_fully_masked",
-                      "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope"))
+                      "kv_cache_repeated_heads", "rope_on_values", "kv_cache_before_rope", "scale_by_d_model",
+                      "mask_inverted", "kv_cache_not_returned"))
 
 ModuleCheck("SwiGLU", cases=_swiglu_cases, outputs=("out",), grads=("x",), forward=lambda m, case, x: m(x["x"]),
             make_args=lambda case: ((case["x"].size(-1), case["d_ff"]), {}), variants=swiglu_variants,
             mistakes=("swiglu_gate_wrong_branch", "swiglu_sigmoid_gate", "swiglu_silu_after_product"))
 
-ModuleCheck("GPTBlock", cases=_gpt_block_cases, outputs=("out",), grads=("x",), variants=gpt_block_variants,
-            make_args=lambda case: (case["cfg"], {}), forward=lambda m, case, x: m(x["x"], case.get("mask"))[0],
-            mistakes=("post_ln_instead_of_pre",))
+ModuleCheck("GPTBlock", cases=_gpt_block_cases, outputs=("out", "k_cache", "v_cache"), grads=("x",),
+            variants=gpt_block_variants, rule=_gpt_block_rule,
+            make_args=lambda case: (case["cfg"], {}), forward=_gpt_block_forward,
+            mistakes=("post_ln_instead_of_pre", "missing_residual", "shared_norm", "kv_cache_not_returned"))
 
 ModuleCheck("GPT", cases=_gpt_cases, outputs=("logits",), variants=gpt_variants,
             make_args=lambda case: ((11,), {**GPT_CFG, "tie_weights": case["tie"]}),

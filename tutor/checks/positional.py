@@ -2,6 +2,7 @@
 module, learned positions and RoPE."""
 import torch
 
+from ..engine.diagnosis import combine
 from ..engine.messages import define_mistakes
 from ..engine.running import randn
 from ..engine.specs import Bug, Case, Failure, FunctionCheck, ModuleCheck, wrong
@@ -89,9 +90,11 @@ def rope(x, half_split=False, inverted=False, base=10000.0):
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)  # (..., T, d)
 
 
+ROPE_BUGS = [Bug("rope_half_split", dict(half_split=True)), Bug("rope_rotation_inverted", dict(inverted=True))]
+
+
 def rope_variants(ref, case):
-    return [wrong("rope_half_split", lambda: {"out": rope(case["x"], half_split=True)}),
-            wrong("rope_rotation_inverted", lambda: {"out": rope(case["x"], inverted=True)})]
+    return combine(ROPE_BUGS, lambda **switches: {"out": rope(case["x"], **switches)})
 
 
 # ---------------------------------------------------------------- the checks

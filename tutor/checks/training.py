@@ -32,8 +32,8 @@ MISTAKES = define_mistakes({
         "(step - warmup) / (max_steps - warmup), so the decay starts at max_lr",
     ),
     "clip_per_parameter": (
-        "每个参数各自按自己的范数裁剪：应把所有梯度当作一个向量算**全局**范数，再让所有梯度乘同一个系数（否则更新的方向变了）",
-        "each parameter clipped by its own norm: take the **global** norm of all gradients as one vector and "
+        "每个参数各自按自己的范数裁剪：应把所有梯度当作一个向量算全局范数，再让所有梯度乘同一个系数（否则更新的方向变了）",
+        "each parameter clipped by its own norm: take the global norm of all gradients as one vector and "
         "scale every gradient by the same factor (else the update changes direction)",
     ),
     "clip_always_rescales": (
@@ -57,10 +57,10 @@ MISTAKES = define_mistakes({
         "the total norm lacks its square root: sum(g ** 2) is the squared norm",
     ),
     "adamw_l2_in_gradient": (
-        "权重衰减加进了梯度（g + weight_decay * p，即 Adam 的 L2 正则）：AdamW 的衰减是**解"
-        "耦**的，直接 p -= lr * weight_decay * p，不进 m 和 v（否则梯度大的参数几乎不衰减）",
+        "权重衰减加进了梯度（g + weight_decay * p，即 Adam 的 L2 正则）：AdamW 的衰减是解"
+        "耦的，直接 p -= lr * weight_decay * p，不进 m 和 v（否则梯度大的参数几乎不衰减）",
         "weight decay added to the gradient (g + weight_decay * p: Adam with L2): AdamW's decay is "
-        "**decoupled**, p -= lr * weight_decay * p, never entering m and v (else parameters with large "
+        "decoupled, p -= lr * weight_decay * p, never entering m and v (else parameters with large "
         "gradients barely decay)",
     ),
     "adamw_no_bias_correction": (
@@ -74,6 +74,31 @@ MISTAKES = define_mistakes({
         "* weight_decay * p，学习率调度也作用在衰减上",
         "weight decay not multiplied by the learning rate (p -= weight_decay * p): PyTorch's AdamW uses p -= "
         "lr * weight_decay * p, so the schedule scales the decay too",
+    ),
+    "clip_returns_none": (
+        "没有返回范数（返回了 None）：契约要 clip_grad_norm 返回裁剪之前的总范数（float），训练日志要看它",
+        "no norm returned (None): the contract's clip_grad_norm returns the total norm before clipping (a float), "
+        "which a training log shows",
+    ),
+    "adamw_eps_uncorrected_v": (
+        "eps 加在了未修正的 sqrt(v) 上（Adam 论文的“高效”写法：步长 lr * sqrt(1 - beta2^t) / (1 - beta1^t)，"
+        "分母 sqrt(v) + eps）：契约和 torch.optim.AdamW 是 sqrt(v_hat) + eps，v_hat = v / (1 - beta2^t)；"
+        "前几步或梯度很小时两者差很多",
+        "eps added to the uncorrected sqrt(v) (the Adam paper's \"efficient\" form: step lr * sqrt(1 - beta2^t) / "
+        "(1 - beta1^t), denominator sqrt(v) + eps): the contract and torch.optim.AdamW use sqrt(v_hat) + eps "
+        "with v_hat = v / (1 - beta2^t); they differ a lot early on or when gradients are small",
+    ),
+    "adamw_decay_after_update": (
+        "权重衰减放在了 Adam 更新之后（先 p -= lr * m_hat / (sqrt(v_hat) + eps)，再 p -= lr * wd * p）："
+        "契约和 torch.optim.AdamW 先衰减 p *= 1 - lr * wd，再用衰减后的 p 做 Adam 更新",
+        "weight decay applied after the Adam update (p -= lr * m_hat / (sqrt(v_hat) + eps), then p -= lr * wd "
+        "* p): the contract and torch.optim.AdamW decay first, p *= 1 - lr * wd, then apply the Adam update",
+    ),
+    "adamw_grad_none_crash": (
+        "遇到 .grad 为 None 的参数就出错了：没有梯度的参数（冻结的、这一步没用到的）要跳过，"
+        "if p.grad is None: continue",
+        "crashes on a parameter whose .grad is None: skip parameters without a gradient (frozen, or unused "
+        "this step), if p.grad is None: continue",
     ),
     "adamw_eps_inside_sqrt": (
         "eps 放进了开方里（sqrt(v_hat + eps)）：应为 sqrt(v_hat) + eps；梯度很小时两者差很"
@@ -180,7 +205,9 @@ def _clip_cases():
 
 ADAMW_DEFAULTS = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 ADAMW_BUGS = [Bug("adamw_l2_in_gradient", dict(l2=True)), Bug("adamw_no_bias_correction", dict(corrected=False)),
-              Bug("adamw_decay_without_lr", dict(decay_lr=False)), Bug("adamw_eps_inside_sqrt", dict(eps_inside=True))]
+              Bug("adamw_decay_without_lr", dict(decay_lr=False)), Bug("adamw_eps_inside_sqrt", dict(eps="inside")),
+              Bug("adamw_eps_uncorrected_v", dict(eps="uncorrected")),
+              Bug("adamw_decay_after_update", dict(decay_after=True))]
 
 
 def _adamw_call(cls, case, _):
@@ -191,7 +218,7 @@ def _adamw_call(cls, case, _):
         if case["lrs"] is not None:
             optimizer.lr = case["lrs"][k]
         for p, grad in zip(params, grads):
-            p.grad = grad.clone()
+            p.grad = None if grad is None else grad.clone()
         optimizer.step()
         snapshots.append(torch.cat([p.detach().flatten() for p in params]).clone())  # (total numel,)
     return snapshots[0], snapshots[-1]
@@ -200,9 +227,9 @@ def _adamw_call(cls, case, _):
 def adamw_variants(ref, case):
     settings = {**ADAMW_DEFAULTS, **case["kwargs"]}
     beta1, beta2 = settings["betas"]
-    eps, decay = settings["eps"], settings["weight_decay"]
+    decay = settings["weight_decay"]
 
-    def run(l2=False, corrected=True, decay_lr=True, eps_inside=False):
+    def run(l2=False, corrected=True, decay_lr=True, eps="outside", decay_after=False):
         params = [p.clone() for p in case["params"]]
         m = [torch.zeros_like(p) for p in params]
         v = [torch.zeros_like(p) for p in params]
@@ -210,17 +237,27 @@ def adamw_variants(ref, case):
         for t, grads in enumerate(case["grads"], start=1):
             lr = case["lrs"][t - 1] if case["lrs"] is not None else lr
             for i, grad in enumerate(grads):
+                if grad is None:
+                    continue
                 p = params[i]
+                factor = 1 - (lr * decay if decay_lr else decay)
                 if l2:
                     grad = grad + decay * p
-                else:
-                    p = p * (1 - (lr * decay if decay_lr else decay))
+                elif not decay_after:
+                    p = p * factor
                 m[i] = beta1 * m[i] + (1 - beta1) * grad
                 v[i] = beta2 * v[i] + (1 - beta2) * grad * grad
                 m_hat = m[i] / (1 - beta1 ** t) if corrected else m[i]
                 v_hat = v[i] / (1 - beta2 ** t) if corrected else v[i]
-                denominator = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+                if eps == "inside":
+                    denominator = (v_hat + settings["eps"]).sqrt()
+                elif eps == "uncorrected":  # lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)
+                    denominator = (v[i].sqrt() + settings["eps"]) / math.sqrt(1 - beta2 ** t)
+                else:
+                    denominator = v_hat.sqrt() + settings["eps"]
                 params[i] = p - lr * m_hat / denominator
+                if decay_after and not l2:
+                    params[i] = params[i] * factor
             snapshots.append(torch.cat([p.flatten() for p in params]))  # (total numel,)
         return {"params after step 1": snapshots[0], "params after the last step": snapshots[-1]}
 
@@ -240,7 +277,26 @@ def _adamw_cases():
                  dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1), lrs=[0.01, 0.02, 0.015, 0.01, 0.005, 0.001]),
             case("weight_decay=0、一步 / one step", [(3, 3)], 1, dict(lr=0.1, weight_decay=0.0)),
             case("很小的梯度（约 1e-4）、eps=1e-6 / tiny gradients (~1e-4), eps=1e-6", [(6,), (2, 3)], 3,
-                 dict(lr=0.05, eps=1e-6, weight_decay=0.5), grad_scale=1e-4)]
+                 dict(lr=0.05, eps=1e-6, weight_decay=0.5), grad_scale=1e-4),
+            without_grad(case("一个参数没有梯度（.grad 为 None，跳过它）/ a parameter whose .grad is None (skip it)",
+                              [(3, 2), (4,), (2,)], 3, dict(lr=0.02, weight_decay=0.1)), 1)]
+
+
+def without_grad(case, index):
+    """``case`` with parameter ``index`` given no gradient (``.grad = None``) at every step."""
+    case.extra["grads"] = [[None if i == index else g for i, g in enumerate(grads)] for grads in case["grads"]]
+    return case
+
+
+def _adamw_error(case, error):
+    """A crash on the case with a parameter whose ``.grad`` is None is ``adamw_grad_none_crash``."""
+    if any(g is None for grads in case["grads"] for g in grads) and "NoneType" in str(error):
+        return "adamw_grad_none_crash"
+    return None
+
+
+def _clip_rule(case, expected, got):
+    return "clip_returns_none" if got.get("norm", 0) is None else None
 
 
 # ---------------------------------------------------------------- the checks
@@ -250,11 +306,12 @@ FunctionCheck("warmup_cosine_lr", cases=_lr_cases, outputs=("lrs",), variants=lr
               mistakes=("lr_warmup_off_by_one", "lr_cosine_ignores_min_lr", "lr_cosine_from_step_zero"))
 
 FunctionCheck("clip_grad_norm", cases=_clip_cases, outputs=("grads", "norm"), variants=clip_variants,
-              call=_clip_call,
+              call=_clip_call, rule=_clip_rule,
               mistakes=("clip_per_parameter", "clip_always_rescales", "clip_returns_clipped_norm",
-                        "clip_generator_consumed", "clip_no_sqrt"))
+                        "clip_generator_consumed", "clip_no_sqrt", "clip_returns_none"))
 
 FunctionCheck("AdamW", cases=_adamw_cases, outputs=("params after step 1", "params after the last step"),
-              variants=adamw_variants, call=_adamw_call,
+              variants=adamw_variants, call=_adamw_call, on_error=_adamw_error,
               mistakes=("adamw_l2_in_gradient", "adamw_no_bias_correction", "adamw_decay_without_lr",
-                        "adamw_eps_inside_sqrt"))
+                        "adamw_eps_inside_sqrt", "adamw_eps_uncorrected_v", "adamw_decay_after_update",
+                        "adamw_grad_none_crash"))

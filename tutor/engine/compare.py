@@ -39,13 +39,22 @@ def _to_numpy(v):
     return np.asarray(v)
 
 
-def number(v):
+def number(v, digits=6):
     """A number as messages show it: -inf (or the dtype's most negative number, which blocks a token
     the same way) as -inf, never -1.79769e+308."""
     v = float(v)
     if math.isinf(v) or abs(v) >= np.finfo(np.float64).max:
         return "-inf" if v < 0 else "inf"
-    return f"{v:.6g}"
+    return f"{v:.{digits}g}"
+
+
+def numbers(expected, got):
+    """The two numbers as messages show them, with as many digits as it takes to see them differ."""
+    for digits in range(6, 18):
+        e, g = number(expected, digits), number(got, digits)
+        if e != g:
+            return e, g
+    return e, g
 
 
 def compare(key, expected, got):
@@ -88,9 +97,12 @@ def compare(key, expected, got):
         return say("nan", key=key, idx=idx, expected=number(e[idx]))
     err = np.abs(np.nan_to_num(g - e, nan=0.0, posinf=np.inf, neginf=np.inf))
     if not np.allclose(g, e, atol=ATOL, rtol=RTOL, equal_nan=True):
-        idx = tuple(int(i) for i in np.unravel_index(np.argmax(err), err.shape))
+        with np.errstate(invalid="ignore", over="ignore"):  # the element shown is one that breaks the tolerance
+            beyond = np.where(np.isnan(g) & np.isnan(e), 0.0, err / (ATOL + RTOL * np.abs(np.nan_to_num(e))))
+        idx = tuple(int(i) for i in np.unravel_index(np.argmax(beyond), beyond.shape))
         error = "inf" if err[idx] >= np.finfo(np.float64).max / 2 else f"{err[idx]:.3g}"
-        return say("max_error", key=key, error=error, idx=idx, expected=number(e[idx]), got=number(g[idx]))
+        shown_e, shown_g = numbers(e[idx], g[idx])
+        return say("max_error", key=key, error=error, idx=idx, expected=shown_e, got=shown_g)
     return None
 
 

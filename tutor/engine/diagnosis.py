@@ -166,7 +166,9 @@ def diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
     for i in failing:
         got = outcomes[i]
         if isinstance(got, Exception):
-            mid = next((m for fragment, m in EXCEPTIONS if fragment in str(got)), None)
+            on_error = getattr(CHECKS[name], "on_error", None)
+            mid = next((m for fragment, m in EXCEPTIONS if fragment in str(got)), None) \
+                or (on_error(cases[i], got) if on_error else None)
             key = ((mid,), None) if mid else None
         else:
             keys = [k for k in table.order if i in table.entries[k] and (v := table.out(k, i)) is not RAISES
@@ -182,7 +184,14 @@ def diagnose(name, cases, outcomes, expected, ref_for, first, alone=False):
     def note(key, idx):  # a variant's detail (e.g. the eps found); an error message has none
         return "" if key[1] is None else table.entries[key][idx[0]].note
 
-    findings = [Finding(key[0], cases=tuple(idx), note=note(key, idx)) for key, idx in groups.items()]
+    merged = {}  # one finding per mistake: a crash and a wrong output that both show it are one
+    for key, idx in groups.items():
+        if key[0] in merged:
+            merged[key[0]] = (merged[key[0]][0] if merged[key[0]][0][1] is not None else key,
+                              sorted(merged[key[0]][1] + idx))
+        else:
+            merged[key[0]] = (key, idx)
+    findings = [Finding(key[0], cases=tuple(idx), note=note(key, idx)) for key, idx in merged.values()]
     explained = {i for f in findings for i in f.cases}
     if findings and len(explained) < len(failing):
         findings.append(Finding(cases=tuple(i for i in failing if i not in explained), reason=say("more")))

@@ -8,6 +8,7 @@ values filled in, so a wording change is one edit here. Lines that tag each numb
 mistakes its checks name with ``define_mistakes({...})``, right beside the bugs that make them; an
 id defined twice is refused. ``explain(id)`` is the line a learner reads.
 """
+import re
 
 MESSAGES = {
     # how a check ends
@@ -37,7 +38,8 @@ MESSAGES = {
     "wrong_shape": ("{key}: 形状不对", "wrong shape: 期望 expected {expected}, 得到 got {got}"),
     "elements_differ": ("{key}: {count} 个元素不同", "elements differ, first at {idx}: expected {expected}, got {got}"),
     "nan": ("{key}: 出现 NaN", "contains NaN, first at {idx} (expected {expected})"),
-    "max_error": ("{key}: 最大误差", "max error {error} at {idx}: expected {expected}, got {got}"),
+    "max_error": ("{key}: 超出容差最多的元素", "max error beyond the tolerance {error} at {idx}: expected {expected}, "
+                  "got {got}"),
     # the diagnosis
     "diagnosis": ("诊断", "diagnosis [{id}]: {zh} / {en}"),
     "more": ("不止一处与契约不同", "more than one thing differs from the contract"),
@@ -68,14 +70,20 @@ def say(key, /, **values):
 MISTAKES = {}  # mistake id -> (中文, English), declared by the topic modules
 
 
+MARKDOWN = re.compile(r"`|(?<! )\*\*|\*\*(?! )")  # inline code, or ** not spaced like Python's power
+
+
 def define_mistakes(table):
-    """Declare the mistakes of one topic (``{id: (中文, English)}``); returns ``table``."""
+    """Declare the mistakes of one topic (``{id: (中文, English)}``); returns ``table``. The text is
+    plain: no Markdown (a learner reads it in plain-text output as well as on a page)."""
     for mid, text in table.items():
         if mid in MISTAKES:
             raise ValueError(f"mistake {mid!r} is explained twice")
         zh, en = text
         if not (zh and en and zh != en):
             raise ValueError(f"mistake {mid!r}: explain it in 中文 and in English")
+        if MARKDOWN.search(zh + en):
+            raise ValueError(f"mistake {mid!r}: plain text, no Markdown (`code`, **bold**)")
         MISTAKES[mid] = text
     return table
 

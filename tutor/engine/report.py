@@ -21,7 +21,7 @@ def finding_lines(name, findings):
         lines.append(f"  {say('where_part', name=name, places=places, kind=kind)}")
         lines += [f"    {explain(mid)}" for mid in ids]
         lines += [f"    {text}" for text in (note, reason and say("not_known", reason=reason)) if text]
-    for f in findings:
+    for f in sorted(findings, key=lambda f: not f.ids):  # named mistakes first, "more than one thing" after
         if f.where is not None:
             continue
         cases = f"（{case_numbers(f.cases)}）" if f.cases is not None else ""

@@ -279,7 +279,7 @@ def _run_cases(check, obj, cases, learner, reference, ref_for):
         findings = []
     described = describe(case.inputs)
     lines = [say("case", name=name, i=i + 1, n=len(cases), label=case.label,
-                 described=f" ({described})" if described else ""), f"  {reason}"]
-    lines += finding_lines(name, findings)
+                 described=f" ({described})" if described else "")]
+    lines += finding_lines(name, findings) + [f"  {reason}"]  # what it is first, then the numbers
     ids = tuple(dict.fromkeys(mid for f in findings for mid in f.ids))
     return CheckResult(name, False, case.label, "\n".join(lines), ids[0] if ids else None, ids)

@@ -118,6 +118,7 @@ def _register(check):
 class Check:
     """What every check declares. ``variants(reference, case) -> [Variant]``: the known wrong outputs;
     ``rule(case, expected, got) -> id or None``: what a failing case no variant reproduces shows;
+    ``on_error(case, exception) -> id or None``: what the learner's exception on a case shows;
     ``mistakes``: the classic mistakes it names, each explained by a ``define_mistakes`` table and
     proven by a wrong implementation in ``catalogue/wrong_*.py`` (tests/test_registry.py holds both
     ways); the drill bank reveals them and docs/CONTRACT.md lists them."""
@@ -127,6 +128,7 @@ class Check:
     grads: tuple = ()            # input names whose gradients (of the first output) are compared
     variants: Callable = None
     rule: Callable = None
+    on_error: Callable = None    # (case, exception) -> id or None: what a crash on this case shows
     mistakes: tuple = ()         # mistake ids, in the order a reveal lists them
 
     def __post_init__(self):
