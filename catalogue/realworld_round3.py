@@ -11,16 +11,15 @@ diagnosis ids both as decided = right).
 Held-out rate before any check of issue 36 changed (commit 270262e's checks): 12/32 as first run,
 13/32 once the DeepSeek adaptation was corrected (it had applied the filters before the temperature
 and handed the generator to ``exponential_``; neither is in the source); verdicts 25/32. After
-issue 36's checks: 24/32, verdicts 28/32. What still differs from the decision:
-- five schedules with the warmup ``max_lr * step / W`` (CS336, nanoGPT, torchtune): decided "pass"
-  (COURSE_DESIGN §10 accepts both conventions); the check still says lr_warmup_off_by_one until
-  issue 36 item 1 (another session) lands. ``PENDING_CONVENTION`` lists them;
+issue 36's checks: 24/32, verdicts 28/32; with the schedule check that accepts both warmup
+conventions (COURSE_DESIGN §10; the five ``max_lr * step / W`` schedules of CS336, nanoGPT and
+torchtune now pass, as decided): 29/32, verdicts 32/32. What still differs from the decision:
 - subword-nmt's learner also breaks ties by the larger pair, and its 0.2 encoder also strips the
   marker: both are in the source, the decision named only the glued marker;
 - CS336's loss: decided "ignore_index not honoured", written as ce_ignored_in_mean; the check names
   loss_includes_pad, the registry's id for exactly that (plus ce_no_label_smoothing, as decided).
 ``CASES`` (each names exactly its ids, tests/test_checks.py) and ``RIGHT`` (each passes) hold the
-named outcome of every entry but the pending schedules.
+named outcome of every entry.
 """
 import math
 import re
@@ -786,15 +785,12 @@ HELD_OUT = [
 ]
 
 
-PENDING_CONVENTION = {cs336_cosine_lr, nanogpt_get_lr, torchtune_cosine_lr, cs336_lr_cosine_schedule,
-                      cs336_get_cosine_lr}
 # what the checks name now, where it differs from the decision above (see the docstring)
 NAMED = {subword_nmt_learn_bpe: {"bpe_end_marker_glued", "bpe_ties_by_largest_pair"},
          subword_nmt_encode_v02: {"bpe_end_marker_glued", "bpe_end_marker_stripped"},
          cs336_cross_entropy: {"ce_no_label_smoothing", "loss_includes_pad"}}
-CASES = [(check, obj, NAMED.get(obj, decided), None) for check, obj, decided, *_ in HELD_OUT
-         if decided and obj not in PENDING_CONVENTION]
-RIGHT = [(check, obj) for check, obj, decided, *_ in HELD_OUT if not decided and obj not in PENDING_CONVENTION]
+CASES = [(check, obj, NAMED.get(obj, decided), None) for check, obj, decided, *_ in HELD_OUT if decided]
+RIGHT = [(check, obj) for check, obj, decided, *_ in HELD_OUT if not decided]
 
 
 def run(entries=HELD_OUT):
