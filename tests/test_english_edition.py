@@ -162,8 +162,24 @@ def test_english_only(line, english):
 
 def test_english_code_drops_the_chinese_of_docstrings():
     source = ('def f(x):\n    """Key mask. / 键掩码。\n\n    Returns True where allowed. / 返回布尔张量，\n'
-              '    可以看的位置为 True。\n\n    Attributes / 属性: ``w``\n\n    中文：一段中文。\n    第二行。\n    """\n'
+              '    可以看的位置为 True。\n\n    Attributes / 属性: ``w``\n\n    中文：一段中文。\n    第二行。\n'
+              '    """\n'
               '    raise ValueError(f"x 应为 2 维 / x must be 2-D, got {x}")\n')
     assert lang.english_code(source) == ('def f(x):\n    """Key mask.\n\n    Returns True where allowed.\n\n'
                                          '    Attributes: ``w``\n    """\n'
                                          '    raise ValueError(f"x must be 2-D, got {x}")\n')
+
+
+def test_drill_timer_and_progress_speak_english(monkeypatch, capsys, tmp_path):
+    from tutor import drills
+    monkeypatch.setenv("DRILLS_PROGRESS", str(tmp_path / drills.PROGRESS_FILE))
+    monkeypatch.setenv(lang.VARIABLE, "en")
+    drills.start("softmax")
+    drills.progress()
+    drills.reveal("softmax")  # locked: one line
+    out = capsys.readouterr().out
+    assert "timer started, target 5 min" in out and "drill progress" in out and "pass the check first" in out
+    assert not CJK.search(out), out
+    monkeypatch.delenv(lang.VARIABLE)
+    drills.start("softmax")
+    assert "计时开始" in capsys.readouterr().out

@@ -46,7 +46,8 @@ def english_code_cell(source, setup):
             lines[i] = line[:len(line) - len(line.lstrip())] + en_stub[zh_stub.index(line.strip())]
     source = "\n".join(lines)
     if setup:
-        source = source.replace("\nfrom tutor.grading import report", f"\n{build.EN_SETUP}\nfrom tutor.grading import report")
+        report = "\nfrom tutor.grading import report"
+        source = source.replace(report, f"\n{build.EN_SETUP}{report}")
     return english_code(source)
 
 
@@ -62,7 +63,8 @@ def test_english_answer_key_is_the_english_notebook_solved(name):
         f"--no-execute` rewrites it")
     fresh = build.answer_key_notebook(name, "en")
     assert [(c.id, c.cell_type, c.source) for c in key.cells] == [(c.id, c.cell_type, c.source) for c in fresh.cells], (
-        f"{path.relative_to(ROOT)} is stale -- execute it: `.venv/bin/python tools/build.py --only {name} --edition en`")
+        f"{path.relative_to(ROOT)} is stale -- execute it: "
+        f"`.venv/bin/python tools/build.py --only {name} --edition en`")
 
 
 def test_english_editions_hold_only_lessons():

@@ -800,7 +800,8 @@ def main(argv=None):
                 answer_key, seconds = execute_answer_key(name, keys[name][edition])
             except CellExecutionError as exc:
                 failed.append(rel)
-                print(f"FAILED to execute {rel} (its answer key is left as it was):\n{exc}", file=sys.stderr, flush=True)
+                print(f"FAILED to execute {rel} (its answer key is left as it was):\n{exc}", file=sys.stderr,
+                      flush=True)
                 continue
             if not args.fresh_outputs:
                 answer_key = keep_stable_outputs(answer_key, ANSWER_KEYS / rel)

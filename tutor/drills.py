@@ -35,7 +35,6 @@ from . import lang, mistakes
 from .checks import CHECKS
 
 
-
 def print(*args, **kwargs):
     """Every line this module shows, in the course language (``tutor.lang.text``: English only in the
     English edition)."""
@@ -371,8 +370,9 @@ def mock_interview(k=3, seed=None, folder=None):
     eligible = [n for n in groups if _needs(nb, groups, n, provided) is not None]
     chosen = sorted(_draw_by_difficulty(eligible, k, random.Random(seed)), key=list(groups).index)
     setup = next(c for c in nb.cells if c.cell_type == "code")
-    english = (f"{k} random drills: {', '.join(chosen)}. Run each ⏱️ cell to start its timer, write the code, run "
-               "the check cell for the time and the verdict; the reference opens only after a pass (or `give_up(...)`).")
+    english = (f"{k} random drills: {', '.join(chosen)}. Run each ⏱️ cell to start its timer, write the code, "
+               "run the check cell for the time and the verdict; the reference opens only after a pass (or "
+               "`give_up(...)`).")
     intro = nbformat.v4.new_markdown_cell(
         f"# Mock interview\n\n{english}" if lang.english() else
         "# 模拟面试 / Mock interview\n\n"

@@ -136,7 +136,9 @@ def _zh_start(content):
     return None
 
 
-_INLINE_TAG = re.compile(r" / [\u3400-\u4dbf\u4e00-\u9fff]+(?=[:：](?: |$)[^\u3000-\u303f\u3400-\u9fff\uff00-\uffef]*$)")  # "Attributes / 属性: ..."
+# "Attributes / 属性: ..." in a docstring: the Chinese tag of one English word
+_INLINE_TAG = re.compile(r" / [\u3400-\u4dbf\u4e00-\u9fff]+"
+                         r"(?=[:：](?: |$)[^\u3000-\u303f\u3400-\u9fff\uff00-\uffef]*$)")
 
 
 def english_code(source):
