@@ -26,7 +26,7 @@ QUOTED_IN_CODE = {
         '"。\\n"',                      # the prompt: a full stop and a newline, the end of a poem
     ],
     "09_decoding": [
-        '"，" and "。"',                # is_regular_poem's docstring: the two punctuation marks it counts
+        '"，" and "。"', '"。"',         # is_regular_poem's docstring: the two punctuation marks it counts
         '"([^，。\\n]*)([，。])"', '"，。"',
         '"春风"', '"。\\n"', '"白日依山尽，黄河"', '"明月"',  # prompts
     ],

@@ -2,17 +2,19 @@
 
 The Chinese edition shows every line ``"中文 / English"`` (COURSE_LANG unset or ``zh``). The English edition's
 setup cell sets ``os.environ["COURSE_LANG"] = "en"`` (tools/build.py writes that line into the English
-notebooks only; ``make lab COURSE_LANG=en`` sets it too), and every line ``tutor`` shows is then English only.
+notebooks only, so a notebook carries its language wherever it runs: JupyterLab, Colab, nbval), and every line
+``tutor`` shows is then English only.
 
 The choice is made where a line is rendered, never by rewriting the bilingual tables:
 
-* ``pick(zh, en)``: ``"zh / en"``, or ``en`` in the English edition (``say``/``explain`` of
-  ``tutor.engine.messages`` use it for their ``(中文, English)`` pairs);
+* ``pick(zh, en)``: ``"zh / en"``, or ``en`` in the English edition (``tutor.drills`` uses it for the
+  ``(中文, English)`` pairs of ``MISTAKES``; ``say``/``explain`` of ``tutor.engine.messages`` choose the same way);
 * ``text(line)``: a line written as one bilingual literal (``"尚未实现 / not implemented yet"``, a case label
   ``"无掩码 / no mask, B=2"``, a tag ``"期望 expected (2, 3)"``) as it is, or, in the English edition, with its
   Chinese halves taken out (``english_only``). ``tutor.grading`` and ``tutor.drills`` pass every line they
-  print through it, so a message of a check module needs no change. The build applies the same function to
-  the string literals and docstrings of the English notebooks' code (tools/build.py ``english_code``).
+  print through it, so a message of a check module needs no change;
+* ``english_code(source)``: the English notebooks' code (tools/build.py) and the reference a drill reveals:
+  docstrings without their Chinese paragraph, other bilingual literals through ``english_only``.
 
 A line whose Chinese is data (a poem, a corpus sample) keeps it: only a Chinese half paired with English by
 ``" / "``, and a Chinese tag before an English word, are taken out.
