@@ -234,7 +234,8 @@ def reveal(name):
             builtins.print((lang.english_code(code) if lang.english() else code) + "\n")
     print("常见错误（检查会指出名字）/ classic mistakes (the check names them):")
     for mid in d.mistakes:
-        builtins.print(f"- {mid}: {lang.pick(*mistakes.MISTAKES[mid])}")
+        zh, en = mistakes.MISTAKES[mid]
+        builtins.print(f"- {mid}: {en if lang.english() else f'{zh} / {en}'}")
 
 
 # ---------------------------------------------------------------- pristine notebook, reset, mock

@@ -7,8 +7,8 @@ notebooks only, so a notebook carries its language wherever it runs: JupyterLab,
 
 The choice is made where a line is rendered, never by rewriting the bilingual tables:
 
-* ``pick(zh, en)``: ``"zh / en"``, or ``en`` in the English edition (``tutor.drills`` uses it for the
-  ``(中文, English)`` pairs of ``MISTAKES``; ``say``/``explain`` of ``tutor.engine.messages`` choose the same way);
+* ``pick(zh, en)``: ``"zh / en"``, or ``en`` in the English edition (``say``/``explain`` of
+  ``tutor.engine.messages`` and ``tutor.drills.reveal`` choose between the halves of their pairs the same way);
 * ``text(line)``: a line written as one bilingual literal (``"尚未实现 / not implemented yet"``, a case label
   ``"无掩码 / no mask, B=2"``, a tag ``"期望 expected (2, 3)"``) as it is, or, in the English edition, with its
   Chinese halves taken out (``english_only``). ``tutor.grading`` and ``tutor.drills`` pass every line they
