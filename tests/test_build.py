@@ -69,10 +69,11 @@ def test_answer_key_cells_match_the_lesson(name):
     assert code_outputs, f"{name}: the answer key has no outputs; was it built with --no-execute?"
 
 
+@pytest.mark.parametrize("edition", ["", "en"])
 @pytest.mark.parametrize("name", LESSONS)
-def test_solved_selfstudy_notebook_shows_only_green_checks(name):
-    """Solved, every check a learner runs says ✅ (tests/test_nbval.py proves it still does)."""
-    key = read_nb(ANSWER_KEYS / f"{name}.ipynb")
+def test_solved_selfstudy_notebook_shows_only_green_checks(name, edition):
+    """Solved, every check a learner runs says ✅ (tests/test_nbval.py proves it still does), in both editions."""
+    key = read_nb(ANSWER_KEYS / edition / f"{name}.ipynb")
     exercises = {n.strip() for c in build.read_lesson(name) if "exercise" in c.metadata
                  for n in str(c.metadata["exercise"]).split(",")}
     checked = 0

@@ -18,3 +18,10 @@ def test_chapter_09_reruns_from_chapter_08s_model(record_property):
         pytest.fail("answer_keys/gpt_poems.pt missing: 09 starts from the model 08 saves; run this whole file")
     rerun_and_compare("09_decoding", record_property)
 
+
+
+def test_english_chapters_08_and_09_rerun(record_property):
+    """The English answer keys of 08 and 09, executed on their own (COURSE_LANG=en), re-run in the same order."""
+    rerun_and_compare("08_gpt", record_property, "en")
+    assert (ANSWER_KEYS / "gpt_poems.pt").exists(), "08's training cell did not save gpt_poems.pt"
+    rerun_and_compare("09_decoding", record_property, "en")

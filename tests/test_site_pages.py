@@ -33,6 +33,11 @@ def pages(staged):
     return [(code, name, read_nb(folder / f"{name}.ipynb")) for code, folder in staged.items() for name in LESSONS]
 
 
+def answer_key(code, name):
+    """The answer key a page of language ``code`` takes its outputs from: its own edition's."""
+    return ANSWER_KEYS / ("en" if code == "en" else "") / f"{name}.ipynb"
+
+
 def shown(page):
     """Snippets of what the page renders: code not removed, and every output's text."""
     code = [c.source for c in page.cells if c.cell_type == "code"
@@ -66,7 +71,7 @@ def test_pages_show_the_answer_keys_outputs_and_figures(staged):
     """A cell whose code the page shows as the answer key ran it has the key's outputs, figures as
     PNG; an output is left out only when it prints reference code (a drill's reveal)."""
     for code, name, page in pages(staged):
-        key = {c.id: c for c in read_nb(ANSWER_KEYS / f"{name}.ipynb").cells}
+        key = {c.id: c for c in read_nb(answer_key(code, name)).cells}
         for cell in page.cells:
             if cell.cell_type != "code" or cell.source != key[cell.id].source:
                 continue
@@ -91,7 +96,7 @@ def test_no_page_shows_a_solution_or_reference_code(staged):
                              and not c.metadata.get("jupyter", {}).get("source_hidden"))
         leaked = sorted((shown(page) & EVERY_SOLUTION) - openly)
         assert not leaked, f"{code}/{name}: reference code on the page: {leaked[:3]}"
-        key = read_nb(ANSWER_KEYS / f"{name}.ipynb")
+        key = read_nb(answer_key(code, name))
         in_keys += bool(snippets_in(make_site.output_text(o) for c in key.cells if c.cell_type == "code"
                                     for o in c.outputs) & EVERY_SOLUTION)
     assert in_keys, "no answer key prints reference code any more: the output filter is untested"

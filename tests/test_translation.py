@@ -8,6 +8,9 @@ import pytest
 from pipeline_helpers import LESSONS, ROOT, read_nb
 from tools import build, translate
 from tools.paths import ANSWER_KEYS
+from tutor.lang import english_code
+
+load_config = build.load_nbgrader_config
 
 
 @pytest.mark.parametrize("name", LESSONS)
@@ -18,24 +21,50 @@ def test_every_markdown_cell_has_current_english(name):
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_english_notebook_has_the_same_code_cells_and_ids(name):
+    """The same cells, ids and metadata; each code cell is the Chinese edition's in English (the language
+    switch in the setup cell, English stubs, docstrings and messages: tutor.lang.english_code)."""
     chinese = read_nb(ROOT / "notebooks" / f"{name}.ipynb")
     english = read_nb(ROOT / "notebooks" / "en" / f"{name}.ipynb")
     assert [(c.id, c.cell_type) for c in english.cells] == [(c.id, c.cell_type) for c in chinese.cells]
+    setup = next(c.id for c in chinese.cells if c.cell_type == "code")
     for zh, en in zip(chinese.cells, english.cells):
         assert en.metadata == zh.metadata, f"{name}: cell {en.id} metadata"
         if en.cell_type == "code":
-            assert en.source == zh.source, f"{name}: code cell {en.id} differs between the editions"
+            assert en.source == english_code_cell(zh.source, zh.id == setup), (
+                f"{name}: code cell {en.id} is not the Chinese edition's in English")
         else:
             assert not translate.chinese_outside_code(en.source), f"{name}: Chinese left in markdown cell {en.id}"
 
 
+def english_code_cell(source, setup):
+    """A Chinese self-study code cell as the English edition has it."""
+    zh_stub = load_config().ClearSolutions.code_stub["python"].split("\n")
+    en_stub = build.EN_CODE_STUB.split("\n")
+    lines = source.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() in zh_stub:
+            lines[i] = line[:len(line) - len(line.lstrip())] + en_stub[zh_stub.index(line.strip())]
+    source = "\n".join(lines)
+    if setup:
+        report = "\nfrom tutor.grading import report"
+        source = source.replace(report, f"\n{build.EN_SETUP}{report}")
+    return english_code(source)
+
+
 @pytest.mark.parametrize("name", LESSONS)
-def test_english_answer_key_is_the_answer_key_in_english(name):
+def test_english_answer_key_is_the_english_notebook_solved(name):
+    """answer_keys/en/ is the English notebook with the solutions in place, executed on its own (its outputs are
+    English: tests/test_english_edition.py), with each markdown cell's current English."""
     path = ANSWER_KEYS / "en" / f"{name}.ipynb"
     assert path.exists(), f"{path.relative_to(ROOT)} missing -- run `make build`"
-    assert read_nb(path) == build.english_answer_key(name), (
-        f"{path.relative_to(ROOT)} is stale -- `.venv/bin/python tools/build.py --only {name} --no-execute` "
-        f"rewrites it from answer_keys/{name}.ipynb")
+    key = read_nb(path)
+    assert key == build.english_answer_key(name), (
+        f"{path.relative_to(ROOT)}: its English markdown is stale -- `.venv/bin/python tools/build.py --only {name} "
+        f"--no-execute` rewrites it")
+    fresh = build.answer_key_notebook(name, "en")
+    assert [(c.id, c.cell_type, c.source) for c in key.cells] == [(c.id, c.cell_type, c.source) for c in fresh.cells], (
+        f"{path.relative_to(ROOT)} is stale -- execute it: "
+        f"`.venv/bin/python tools/build.py --only {name} --edition en`")
 
 
 def test_english_editions_hold_only_lessons():

@@ -1,7 +1,7 @@
 """The web edition (`make site`): a static site per language from the notebooks, offline.
 
     notebooks/NN_topic.ipynb (zh), notebooks/en/NN_topic.ipynb (en)   the self-study text: stubs
-  + answer_keys/NN_topic.ipynb                              the executed outputs, by cell id
+  + answer_keys/NN_topic.ipynb (zh), answer_keys/en/NN_topic.ipynb (en)   the executed outputs, by cell id
     -> build/site-cache/<lang>/src/                                   staged pages (rewritten only when
                                                                       their bytes change)
     -> build/site-cache/<lang>/html/ -> build/site/<lang>/            Sphinx + MyST-NB, incremental
@@ -210,7 +210,9 @@ def publishable(name, lang, repository=""):
     """The page of chapter ``name`` in ``lang``: the self-study notebook with the answer key's
     outputs where the code is the same, none that shows reference code; provided code left out."""
     page = nbformat.read(lang.notebooks / f"{name}.ipynb", as_version=4)
-    key = nbformat.read(build.ANSWER_KEYS / f"{name}.ipynb", as_version=4)
+    # each edition's own answer key: the English one is executed in English (COURSE_LANG=en, tutor/lang.py)
+    keys = build.ANSWER_KEYS / build.EN if lang.code == build.EN else build.ANSWER_KEYS
+    key = nbformat.read(keys / f"{name}.ipynb", as_version=4)
     keyed = {c.id: c for c in key.cells if c.cell_type == "code"}
     code_ids = [c.id for c in page.cells if c.cell_type == "code"]
     if code_ids != list(keyed):

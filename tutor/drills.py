@@ -17,6 +17,7 @@ written. In ``workspace/en/`` (the English edition) resets and mock interviews t
 ``notebooks/en/``.
 """
 import ast
+import builtins
 import copy
 import datetime
 import inspect
@@ -30,8 +31,15 @@ from pathlib import Path
 
 import contract
 
-from . import mistakes
+from . import lang, mistakes
 from .checks import CHECKS
+
+
+def print(*args, **kwargs):
+    """Every line this module shows, in the course language (``tutor.lang.text``: English only in the
+    English edition)."""
+    builtins.print(*(lang.text(a) for a in args), **kwargs)
+
 
 LESSON = "10_drills"
 PROGRESS_FILE = "drills_progress.json"
@@ -222,11 +230,12 @@ def reveal(name):
     else:
         for obj in d.objects:
             lines = inspect.getsource(getattr(solutions, obj)).rstrip().split("\n")
-            print("\n".join(line for line in lines if line.strip() not in MARKERS) + "\n")
+            code = "\n".join(line for line in lines if line.strip() not in MARKERS)
+            builtins.print((lang.english_code(code) if lang.english() else code) + "\n")
     print("常见错误（检查会指出名字）/ classic mistakes (the check names them):")
     for mid in d.mistakes:
         zh, en = mistakes.MISTAKES[mid]
-        print(f"- {mid}: {zh} / {en}")
+        builtins.print(f"- {mid}: {en if lang.english() else f'{zh} / {en}'}")
 
 
 # ---------------------------------------------------------------- pristine notebook, reset, mock
@@ -362,12 +371,14 @@ def mock_interview(k=3, seed=None, folder=None):
     eligible = [n for n in groups if _needs(nb, groups, n, provided) is not None]
     chosen = sorted(_draw_by_difficulty(eligible, k, random.Random(seed)), key=list(groups).index)
     setup = next(c for c in nb.cells if c.cell_type == "code")
+    english = (f"{k} random drills: {', '.join(chosen)}. Run each ⏱️ cell to start its timer, write the code, "
+               "run the check cell for the time and the verdict; the reference opens only after a pass (or "
+               "`give_up(...)`).")
     intro = nbformat.v4.new_markdown_cell(
+        f"# Mock interview\n\n{english}" if lang.english() else
         "# 模拟面试 / Mock interview\n\n"
         f"随机抽取的 {k} 道题：{'、'.join(chosen)}。每题先运行 ⏱️ 单元格开始计时，写完运行检查单元格，"
-        "看用时和判定；通过（或 `give_up(...)`）之后才能看参考答案。\n\n"
-        f"{k} random drills: {', '.join(chosen)}. Run each ⏱️ cell to start its timer, write the code, run "
-        "the check cell for the time and the verdict; the reference opens only after a pass (or `give_up(...)`).",
+        "看用时和判定；通过（或 `give_up(...)`）之后才能看参考答案。\n\n" + english,
         id="mock_intro")
     cells = [intro, copy.deepcopy(setup)]
     deps = []

@@ -23,6 +23,7 @@ in one bilingual line instead of a traceback through torch. ``check`` and ``repo
 when the newest cell that defines the object raised (a SyntaxError, say): the kernel then still
 holds an older definition, and they say so instead of checking it.
 """
+import builtins
 import contextlib
 import inspect
 import io
@@ -36,7 +37,14 @@ import types
 import warnings
 from pathlib import Path
 
-from . import checks, integrity
+from . import checks, integrity, lang
+
+
+def print(*args, **kwargs):
+    """Every line this module shows, in the course language (``tutor.lang.text``: English only in the
+    English edition; the tables below stay bilingual)."""
+    builtins.print(*(lang.text(a) for a in args), **kwargs)
+
 
 NOT_IMPLEMENTED_LINE = "❌ {name}: 尚未实现 / not implemented yet"
 FINISH_FIRST_LINE = ("❌ {name}: 尚未实现，请先完成练习 {exercise} / "
@@ -66,6 +74,9 @@ class CheckTimeout(BaseException):
 class Interrupted(Exception):
     """An interrupt during a check or a test cell: one line instead of a traceback; the cell still
     fails, so Run All stops as after any interrupt."""
+
+    def __init__(self, line):
+        super().__init__(lang.text(line))
 
     def _render_traceback_(self):
         return [str(self)]
@@ -148,6 +159,7 @@ class TestFailure(AssertionError):
     __test__ = False  # not a pytest test class
 
     def __init__(self, report):
+        report = lang.text(report)
         super().__init__(report)
         self.report = report
 

@@ -10,6 +10,8 @@ id defined twice is refused. ``explain(id)`` is the line a learner reads.
 """
 import re
 
+from .. import lang
+
 MESSAGES = {
     # how a check ends
     "not_implemented": ("尚未实现", "not implemented yet"),
@@ -59,11 +61,30 @@ MESSAGES = {
 }
 
 
+# The English edition's line where the generic reduction of the bilingual one (``lang.english_only``) would
+# lose a subject the Chinese half carries, or where the English half tags its values in Chinese.
+ENGLISH = {
+    "must_return": "{call} must return ({names}), got {got}",
+    "not_a_module": "{call} must be an nn.Module, got {got}",
+    "state_dict_keys": "state_dict does not follow the contract: missing {missing}{extra}; use the contract's "
+                       "attribute names",
+    "places": "{n} places",
+    "where_part": "where: your {name}'s {places} ({kind}):",
+    "where_wiring": "where: how your {name} connects its parts:",
+    "total": "{shown} (total {total})",
+    "differ_otherwise": "{cases} differ in yet another way",
+}
+
+
 def say(key, /, **values):
     """The line ``key`` of ``MESSAGES`` with ``values`` filled in: ``"中文 / English"`` (``"中文）/ English"``
-    after a full-width parenthesis; the Chinese alone where the English half is empty)."""
+    after a full-width parenthesis; the Chinese alone where the English half is empty). In the English
+    edition (``tutor.lang``) the English alone: ``ENGLISH[key]``, or the bilingual line reduced by
+    ``lang.english_only`` (which keeps a ``"{key}: "`` subject the two halves share)."""
     zh, en = MESSAGES[key]
     line = zh if not en else f"{zh}{'/ ' if zh.endswith('）') else ' / '}{en}"
+    if lang.english():
+        return lang.english_only(ENGLISH.get(key, line).format(**values))
     return line.format(**values)
 
 
@@ -89,6 +110,8 @@ def define_mistakes(table):
 
 
 def explain(mistake_id):
-    """One line: ``诊断 / diagnosis [id]: 中文 / English``."""
+    """One line: ``诊断 / diagnosis [id]: 中文 / English`` (``diagnosis [id]: English`` in the English edition)."""
     zh, en = MISTAKES[mistake_id]
+    if lang.english():
+        return f"diagnosis [{mistake_id}]: {en}"
     return say("diagnosis", id=mistake_id, zh=zh, en=en)

@@ -4,6 +4,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
+from .. import lang
 from .style import BLOCKED, BLOCKED_TEXT, CELL_PT, MASK_CMAP, as_array, cell_text_colour, draw_blocked, set_ticks
 
 
@@ -175,7 +176,7 @@ def plot_mask_row(masks, titles, x_labels=None, y_labels=None, title="Masks side
     """
     masks = list(masks)
     if len(masks) != len(titles):
-        raise ValueError(f"masks 与 titles 数量不同 / got {len(masks)} masks but {len(titles)} titles")
+        raise ValueError(lang.text(f"masks 与 titles 数量不同 / got {len(masks)} masks but {len(titles)} titles"))
     first = as_array(masks[0], 2, "mask")
     width = 0.45 * first.shape[1] + 1.6
     fig, axes = plt.subplots(1, len(masks), figsize=(width * len(masks) + 1.8, 0.45 * first.shape[0] + 1.9),
@@ -194,7 +195,7 @@ def plot_param_breakdown(counts, title="Where the parameters are"):
     names = list(counts)
     values = np.array([counts[n] for n in names], dtype=float)
     if values.size == 0 or np.any(values < 0):
-        raise ValueError("counts 应为非空且非负 / counts must be non-empty and non-negative")
+        raise ValueError(lang.text("counts 应为非空且非负 / counts must be non-empty and non-negative"))
     total = values.sum()
     fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(names) + 1.4), layout="constrained")
     y = np.arange(len(names))
@@ -222,8 +223,8 @@ def plot_decode_timing(new_tokens, plain_seconds, cached_seconds,
     plain = np.asarray(plain_seconds, dtype=float)
     cached = np.asarray(cached_seconds, dtype=float)
     if not (n.shape == plain.shape == cached.shape) or n.ndim != 1:
-        raise ValueError("三个序列长度应相同 / "
-                         "new_tokens, plain_seconds and cached_seconds must be 1-D and equally long")
+        raise ValueError(lang.text("三个序列长度应相同 / "
+                         "new_tokens, plain_seconds and cached_seconds must be 1-D and equally long"))
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6), layout="constrained")
     axes[0].plot(n, plain * 1e3, "o-", color="tab:red", label="plain: decode the whole prefix each step")
     axes[0].plot(n, cached * 1e3, "s-", color="tab:blue", label="KV cache: only the newest token")

@@ -7,6 +7,8 @@ from matplotlib.collections import PatchCollection
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
+from .. import lang
+
 # Figure text stays in English: matplotlib's default font has no CJK glyphs.
 
 CELL_PT = 9  # numbers written inside heatmap cells
@@ -50,10 +52,10 @@ def as_array(x, ndim, name):
     while a.ndim > ndim and a.shape[0] == 1:
         a = a[0]
     if a.ndim != ndim:
-        raise ValueError(
+        raise ValueError(lang.text(
             f"{name} 应为 {ndim} 维（可带前导的 1 维）/ {name} must be {ndim}-D "
             f"(leading size-1 axes allowed); got shape {tuple(np.shape(a))}"
-        )
+        ))
     return a
 
 

@@ -3,6 +3,7 @@ training against a baseline, and the measured cost of attention."""
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import lang
 from .style import flow_diagram
 
 
@@ -12,7 +13,7 @@ def plot_lr_schedule(curves, title="Learning-rate schedules"):
     ``curves`` maps a label to a sequence of learning rates (index 0 = step 1). Returns the Figure.
     """
     if not curves:
-        raise ValueError("curves 不能为空 / curves must not be empty")
+        raise ValueError(lang.text("curves 不能为空 / curves must not be empty"))
     fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     for label, lrs in curves.items():
         lrs = np.asarray(lrs, dtype=float)
@@ -34,7 +35,7 @@ def plot_training_curves(losses, evals=(), target=None, title="Copy task: traini
     """
     losses = np.asarray(losses, dtype=float)
     if losses.ndim != 1 or losses.size == 0:
-        raise ValueError("losses 应为非空的一维序列 / losses must be a non-empty 1-D sequence")
+        raise ValueError(lang.text("losses 应为非空的一维序列 / losses must be a non-empty 1-D sequence"))
     fig, ax = plt.subplots(figsize=(7.0, 3.6), layout="constrained")
     steps = np.arange(1, losses.size + 1)
     ax.plot(steps, losses, color="tab:blue", lw=0.8, label="training loss")
@@ -88,7 +89,7 @@ def plot_lm_training(losses, evals, baseline=None, baseline_label="uniform guess
     """
     losses = np.asarray(losses, dtype=float)
     if losses.ndim != 1 or losses.size == 0:
-        raise ValueError("losses 应为非空的一维序列 / losses must be a non-empty 1-D sequence")
+        raise ValueError(lang.text("losses 应为非空的一维序列 / losses must be a non-empty 1-D sequence"))
     fig, ax = plt.subplots(figsize=(7.0, 3.6), layout="constrained")
     ax.plot(np.arange(1, losses.size + 1), losses, color="tab:blue", lw=0.6, alpha=0.6, label="training batch")
     if len(evals):
@@ -115,7 +116,7 @@ def plot_attention_cost(lengths, naive_seconds, fused_seconds, naive_bytes, fuse
     T = np.asarray(lengths, dtype=float)
     series = [np.asarray(s, dtype=float) for s in (naive_seconds, fused_seconds, naive_bytes, fused_bytes)]
     if T.ndim != 1 or any(s.shape != T.shape for s in series):
-        raise ValueError("所有序列长度应相同 / every series must be 1-D and as long as lengths")
+        raise ValueError(lang.text("所有序列长度应相同 / every series must be 1-D and as long as lengths"))
     naive_s, fused_s, naive_b, fused_b = series
     floor_mib = 0.1  # a log axis cannot show 0: memory below this is drawn on it
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.8), layout="constrained")
