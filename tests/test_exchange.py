@@ -5,6 +5,7 @@ import datetime
 import getpass
 import logging
 import os
+import sys
 
 import pytest
 from nbgrader.coursedir import CourseDirectory
@@ -12,7 +13,15 @@ from nbgrader.coursedir import CourseDirectory
 from grader import exchange
 
 ME = getpass.getuser()
-NOW = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)  # naive UTC, as nbgrader's parse_utc gives
+NOW = None  # naive UTC, as nbgrader's parse_utc gives: set when each test starts (below)
+
+
+@pytest.fixture(autouse=True)
+def _now(monkeypatch):
+    """The time of this test's hand-ins is now, not when the module was imported: a pytest worker may
+    run this file many minutes after collecting it, and a hand-in written that long after its
+    timestamp is refused (exchange.WRITE_SLACK_S)."""
+    monkeypatch.setattr(sys.modules[__name__], "NOW", datetime.datetime.now(datetime.UTC).replace(tzinfo=None))
 
 
 def hand_in(tmp_path, name="h", notebook="{}"):
