@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 import solutions
 from grader import feedback
 from pipeline_helpers import LESSONS, ROOT, build, read_nb
-from tools.simulate_class import nbgrader
+from tools.simulate_class import nbgrader, setup_course
 from tutor import checks
 from tutor.grading import Interrupted, TestFailure, check, test_cell
 
@@ -320,9 +320,7 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
     name = "02_multihead"
     course = tmp_path / "course"
     course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source" / name, course / "source" / name)
-    nbgrader(course, "generate_assignment", name, "--force")
+    setup_course(course, [name], ROOT / "source")
     wrong = read_nb(ROOT / "source" / name / f"{name}.ipynb")
     cell(wrong, "impl_MultiHeadAttention").source = reference_code("MultiHeadAttention", MERGE_WITHOUT_TRANSPOSE)
     submissions = {"untouched": read_nb(course / "release" / name / f"{name}.ipynb"), "wrong": wrong}
@@ -368,9 +366,7 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
     name = "01_attention"
     course = tmp_path / "course"
     course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source" / name, course / "source" / name)
-    nbgrader(course, "generate_assignment", name, "--force")
+    setup_course(course, [name], ROOT / "source")
     nb = read_nb(course / "release" / name / f"{name}.ipynb")
     reference = ROOT / "solutions" / "attention.py"
     cell(nb, "impl_softmax").source = reference_code("softmax") + LEAK_PRINTED.format(path=str(reference))
