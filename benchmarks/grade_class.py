@@ -39,10 +39,8 @@ MIX = ["perfect", "partial", "untouched"]
 def make_course(course, assignments, students, sandbox=True):
     """A course with ``students`` students who handed in every assignment; returns their ids."""
     course.mkdir(parents=True)
-    sim.setup_course(course, assignments, sim.ROOT / "source")
-    if not sandbox:
-        with open(course / "nbgrader_config.py", "a") as f:
-            f.write("\n# benchmark only: grading kernels without the sandbox\nc.ResilientExecute.sandbox = False\n")
+    no_sandbox = [] if sandbox else ["c.ResilientExecute.sandbox = False"]
+    sim.setup_course(course, assignments, sim.ROOT / "source", config=no_sandbox)
     infos = {a: sim.analyse(a, sim.ROOT / "source") for a in assignments}
     ids = [f"s{i:03d}_{MIX[i % len(MIX)]}" for i in range(students)]
     for student in ids:

@@ -128,8 +128,8 @@ KINDS = ("passed", "failed", "not_implemented", "timeout", "memory", "kernel_los
 
 def classify(outputs):
     """The ``Verdict`` of a graded cell from its outputs (an error or stderr output fails it, as
-    nbgrader scores it). Only known names are taken from the text: ids of ``tutor.mistakes``, names
-    of ``tutor.guard.FORBIDDEN_BUILTINS``."""
+    nbgrader scores it). Only known names are taken, and only from its error reports (never from what
+    the cell printed): ids of ``tutor.mistakes``, names of ``tutor.guard.FORBIDDEN_BUILTINS``."""
     from grader.limits import MEMORY_ERRORS
     from tutor.guard import FORBIDDEN_BUILTINS, FORBIDDEN_MESSAGE, REFERENCE_MESSAGE
     from tutor.mistakes import MISTAKES
@@ -150,8 +150,8 @@ def classify(outputs):
     else:
         kind = "failed"
     return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in MISTAKES)),
-                   tuple(n for n in FORBIDDEN_BUILTINS.values() if FORBIDDEN_MESSAGE.format(what=n) in text),
-                   REFERENCE_MESSAGE.split("（")[0] in text)
+                   tuple(n for n in FORBIDDEN_BUILTINS.values() if FORBIDDEN_MESSAGE.format(what=n) in reports),
+                   REFERENCE_MESSAGE.split("（")[0] in reports)
 
 
 def verdict_lines(verdict, audit_lines=()):

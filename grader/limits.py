@@ -134,7 +134,7 @@ class LimitedKernelManager(AsyncKernelManager):
             # kernel sees (not the runtime folder, which holds every other kernel's connection file).
             # Under /tmp, not $TMPDIR: a unix socket's path has at most 107 bytes, and a worker's
             # TMPDIR deep in a course folder leaves no room for "kernel-ipc-<port>".
-            self._private = tempfile.mkdtemp(prefix="grader-kernel-", dir="/tmp" if os.path.isdir("/tmp") else None)
+            self._private = tempfile.mkdtemp(prefix="grader-kernel-", dir="/tmp")
             self.transport = "ipc"
             self.connection_file = os.path.join(self._private, "kernel.json")
             self.ip = os.path.join(self._private, "kernel-ipc")

@@ -633,13 +633,15 @@ def private_postgres():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def setup_course(course, assignments, source_dir, timeout=None):
-    """Course dir with the repository's config (plus an optional shorter cell timeout) and
-    ``assignments`` recorded in its gradebook by one ``generate_assignment``."""
+def setup_course(course, assignments, source_dir, timeout=None, config=()):
+    """Course dir with the repository's config (plus an optional shorter cell timeout and ``config``, more
+    lines of nbgrader config) and ``assignments`` recorded in its gradebook by one ``generate_assignment``."""
     shutil.copy(source_dir.parent / "nbgrader_config.py", course / "nbgrader_config.py")
-    if timeout is not None:
+    lines = [f"c.Execute.timeout = {timeout}  # a hanging cell costs less"] if timeout is not None else []
+    lines += config
+    if lines:
         with open(course / "nbgrader_config.py", "a") as f:
-            f.write(f"\n# simulation only: a hanging cell costs less\nc.Execute.timeout = {timeout}\n")
+            f.write("\n# this simulated course only\n" + "".join(f"{line}\n" for line in lines))
     for name in assignments:
         shutil.copytree(source_dir / name, course / "source" / name)
     nbgrader(course, "generate_assignment", "*", "--force")

@@ -40,11 +40,14 @@ def english():
     return os.environ.get(VARIABLE, "").strip().lower() == "en"
 
 
-def pick(zh, en, sep=" / "):
+def bilingual(zh, en):
+    """``"zh / en"``; ``"zh）/ en"`` after a full-width parenthesis."""
+    return f"{zh}{'/ ' if zh.endswith('）') else ' / '}{en}"
+
+
+def pick(zh, en):
     """``zh / en`` (the Chinese edition) or ``en`` (the English edition)."""
-    if english():
-        return en
-    return f"{zh}{'/ ' if zh.endswith('）') else sep}{en}"
+    return en if english() else bilingual(zh, en)
 
 
 def text(line):
@@ -54,10 +57,8 @@ def text(line):
 
 def _boundaries(left):
     """Where a Chinese half may start in ``left``, right to left: after a boundary outside ASCII brackets."""
-    depth, found = 0, []
-    for m in reversed(list(_BOUNDARY.finditer(left))):
-        found.append(m)
-    ends = []
+    depth, ends = 0, []
+    found = reversed(list(_BOUNDARY.finditer(left)))
     closes, opens = ")]}", "([{"
     i = len(left)
     for m in found:  # right to left

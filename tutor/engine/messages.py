@@ -82,7 +82,7 @@ def say(key, /, **values):
     edition (``tutor.lang``) the English alone: ``ENGLISH[key]``, or the bilingual line reduced by
     ``lang.english_only`` (which keeps a ``"{key}: "`` subject the two halves share)."""
     zh, en = MESSAGES[key]
-    line = zh if not en else f"{zh}{'/ ' if zh.endswith('）') else ' / '}{en}"
+    line = zh if not en else lang.bilingual(zh, en)
     if lang.english():
         return lang.english_only(ENGLISH.get(key, line).format(**values))
     return line.format(**values)
