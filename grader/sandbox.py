@@ -7,8 +7,9 @@ in new Linux namespaces that an unprivileged user may create (no root, no setuid
 - **a user namespace** whose capabilities are dropped before any learner code runs (and
   ``no_new_privs`` set), so nothing below can be undone from inside;
 - **a mount namespace with a root of its own** (a small tmpfs, then ``pivot_root``): read-only, the
-  system (``/usr``, ``/etc``, ...), Python and its packages, and of the course only the code the
-  checks import and the public data (``COURSE_READABLE``); writable, a scratch copy of the
+  system (``/usr``, ``/etc`` with its secrets masked: ``MASKED``, ...), Python and its packages, and
+  of the course only the code the checks import and the public data (``COURSE_READABLE``); writable,
+  a scratch copy of the
   notebook's folder (a tmpfs at the same path, thrown away with the kernel), a fresh ``/tmp`` that
   is also ``$HOME`` (no IPython startup file, no config of the owner's), and the kernel's own
   connection folder. The gradebook, ``source/`` (hidden tests), ``answer_keys/``, every other
@@ -37,6 +38,10 @@ COURSE = Path(__file__).resolve().parents[1]
 # What of the course a kernel may read: the code its checks import and the public material.
 COURSE_READABLE = ("tutor", "contract", "solutions", "grader", "data", "notebooks")
 SYSTEM_READABLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+# Secrets of the system that /etc would show a kernel graded by root (their owner): an empty file or folder
+# is mounted over each that exists.
+MASKED = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+          "/etc/ssh", "/etc/ssl/private")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 KEPT_ENVIRONMENT = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                     "OPENBLAS_NUM_THREADS", "NBGRADER_EXECUTION", "MPLBACKEND", "PYDEVD_DISABLE_FILE_VALIDATION",
@@ -124,6 +129,21 @@ def _scratch_copy(workdir, target):
                     ignore=lambda folder, names: [n for n in names if n.startswith(".")])
 
 
+def _mask(root):
+    """An empty read-only file or folder over each of ``MASKED`` under ``root``."""
+    empty = os.path.join(root, ".masked")
+    Path(empty).touch(mode=0o444)
+    for path in MASKED:
+        target = root + path
+        if os.path.islink(target) or not os.path.lexists(target):
+            continue
+        if os.path.isdir(target):
+            _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0555")
+        else:
+            _mount(empty, target, flags=MS_BIND)
+            _mount(None, target, flags=MS_REMOUNT | MS_BIND | MS_RDONLY)
+
+
 def _build_root(root, workdir, private):
     """Mount the kernel's file system under ``root`` (see the module docstring)."""
     _mount(None, "/", flags=MS_REC | MS_PRIVATE)
@@ -144,6 +164,7 @@ def _build_root(root, workdir, private):
             except SandboxError:
                 if path != "/sys":  # /sys is a convenience (CPU counts); the rest is needed
                     raise
+    _mask(root)
     os.makedirs(root + "/dev", exist_ok=True)
     _mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
     for name in DEVICES:

@@ -46,6 +46,7 @@ ATTACKS = {
                          "'spawned'"),
     "write_scratch": "open('scratch.txt', 'w').write('x')",
     "read_reference": "len(open({reference!r}).read()) > 0",
+    "read_system_secrets": "[open(p).read() for p in ('/etc/shadow', '/etc/gshadow') if os.path.exists(p)]",
 }
 
 
@@ -154,6 +155,12 @@ def test_a_detached_process_dies_with_its_kernel(attacked):
     assert outcomes["detached_process"] == "'spawned'", outcomes
     left = subprocess.run(["pgrep", "-f", MARK], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"
+
+
+def test_the_systems_secrets_read_empty_even_when_root_grades(attacked):
+    """/etc is readable, but a kernel started by root (a container, CI) owns /etc/shadow: the sandbox
+    mounts an empty file over each secret of grader.sandbox.MASKED."""
+    assert set(eval(attacked[0]["read_system_secrets"])) <= {""}, attacked[0]  # noqa: S307 (a repr of a list)
 
 
 def test_the_checks_can_still_read_their_reference(attacked):
