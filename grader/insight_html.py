@@ -28,7 +28,8 @@ def _mistake_table(found, students, lang):
     return f"<table><tr>{head}</tr>{rows}</table>"
 
 
-def _heatmap(chosen, names, lang):
+def overview(chosen, names):
+    """The class at a glance (base64 PNG): the heat map of students x the graded cells ``chosen``."""
     order = list(names)  # ids sorted, or pseudonyms by rank
     cells = {(f.student, e.assignment, e.grade_id): f for e in chosen for f in e.findings}
     fractions, kinds = [], []
@@ -38,8 +39,7 @@ def _heatmap(chosen, names, lang):
             fractions.append(float("nan") if f is None else (f.score or 0.0) / (f.max_score or 1.0))
             kinds.append(None if f is None else f.kind)
     columns = [f"{e.assignment[:2]} {e.grade_id}"[:32] for e in chosen]
-    data = figures.class_heatmap([names[s] for s in order], columns, fractions, kinds, "Class overview")
-    return _img(data, say("overview", lang))
+    return figures.class_heatmap([names[s] for s in order], columns, fractions, kinds, "Class overview")
 
 
 def _exercise(exercise, names, lang):
@@ -69,7 +69,7 @@ def page(findings, names, lang):
     title = say("title", lang)
     counts = f"{say('students', lang, n=len(names))}, {say('assignments', lang, n=len(assignments))}"
     body = [f"<h1>{escape(title)}</h1>", f"<p>{escape(counts)}</p>",
-            f"<h2>{escape(say('overview', lang))}</h2>", _heatmap(chosen, names, lang),
+            f"<h2>{escape(say('overview', lang))}</h2>", _img(overview(chosen, names), say("overview", lang)),
             f"<p>{escape(say('legend', lang))}</p>"]
     for assignment in assignments:
         own = [e for e in chosen if e.assignment == assignment]

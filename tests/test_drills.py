@@ -11,7 +11,7 @@ import pytest
 import catalogue
 from tools import build
 from tools.paths import ROOT
-from tutor import checks, drills, mistakes
+from tutor import checks, drills, mistakes, store
 
 LESSON = drills.LESSON
 
@@ -73,11 +73,15 @@ def test_drill_docstrings_must_replace_every_reference_docstring():
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-    """A clean practice state with the progress file in tmp_path."""
+    """A clean practice state with the learner's record (tutor.store) in tmp_path."""
     monkeypatch.setattr(drills, "_STARTED", {})
     monkeypatch.setattr(drills, "_UNLOCKED", set())
-    monkeypatch.setenv("DRILLS_PROGRESS", str(tmp_path / drills.PROGRESS_FILE))
-    return tmp_path / drills.PROGRESS_FILE
+    monkeypatch.setenv(store.VARIABLE, str(tmp_path / store.FILE))
+    return tmp_path / store.FILE
+
+
+def _drills(path):
+    return json.loads(path.read_text(encoding="utf-8"))["drills"]
 
 
 def _reference_softmax():
@@ -94,8 +98,8 @@ def test_reveal_is_locked_before_an_attempt_and_after_a_failed_one(fresh, capsys
     drills.reveal("softmax")
     out = capsys.readouterr().out
     assert out.count("🔒") == 2 and "np.max" not in out and "未通过 / not yet" in out
-    assert json.loads(fresh.read_text())["softmax"] == {**json.loads(fresh.read_text())["softmax"],
-                                                        "passed": False, "attempts": 1, "best_seconds": None}
+    assert _drills(fresh)["softmax"] == {**_drills(fresh)["softmax"], "passed": False, "attempts": 1,
+                                         "best_seconds": None}
 
 
 def test_a_pass_records_time_and_unlocks_the_reference_and_its_mistakes(fresh, capsys):
@@ -107,21 +111,31 @@ def test_a_pass_records_time_and_unlocks_the_reference_and_its_mistakes(fresh, c
     assert "np.max(x, axis=axis, keepdims=True)" in out  # the reference source
     for mid in drills.BY_NAME["softmax"].mistakes:
         assert f"- {mid}: {mistakes.MISTAKES[mid][0]}" in out
-    entry = json.loads(fresh.read_text(encoding="utf-8"))["softmax"]
+    entry = _drills(fresh)["softmax"]
     assert entry["passed"] and entry["attempts"] == 1 and entry["best_seconds"] >= 0
 
 
 def test_a_pass_in_the_progress_file_unlocks_a_new_session(fresh, capsys):
-    fresh.write_text(json.dumps({"LayerNorm": {"passed": True, "attempts": 2, "best_seconds": 90.0}}))
+    fresh.write_text(json.dumps({"drills": {"LayerNorm": {"passed": True, "attempts": 2, "best_seconds": 90.0}}}))
     drills.reveal("LayerNorm")
     assert "📖" in capsys.readouterr().out
+
+
+def test_the_drill_banks_older_file_is_read_as_the_drills_part(fresh, capsys):
+    """A learner's drills_progress.json from before the record: its passes still unlock, and the next
+    write keeps them in progress.json."""
+    fresh.with_name(store.OLD_DRILLS_FILE).write_text(json.dumps({"LayerNorm": {"passed": True, "attempts": 2}}))
+    drills.reveal("LayerNorm")
+    assert "📖" in capsys.readouterr().out
+    drills.give_up("softmax")
+    assert set(_drills(fresh)) == {"LayerNorm", "softmax"}
 
 
 def test_give_up_unlocks_and_is_recorded(fresh, capsys):
     drills.give_up("make_pad_mask")
     out = capsys.readouterr().out
     assert "📖" in out and "pad_mask_queries" in out
-    assert json.loads(fresh.read_text())["make_pad_mask"]["gave_up"] is True
+    assert _drills(fresh)["make_pad_mask"]["gave_up"] is True
 
 
 def test_reveal_without_the_reference_package_says_so(fresh, capsys, monkeypatch):
@@ -132,21 +146,21 @@ def test_reveal_without_the_reference_package_says_so(fresh, capsys, monkeypatch
 
 
 def test_nothing_is_written_outside_the_workspace(monkeypatch, tmp_path):
-    monkeypatch.delenv("DRILLS_PROGRESS", raising=False)
+    monkeypatch.delenv(store.VARIABLE, raising=False)
     monkeypatch.chdir(tmp_path)
-    assert drills.progress_path() is None
+    assert store.path() is None
     (tmp_path / "workspace").mkdir()
     monkeypatch.chdir(tmp_path / "workspace")
-    assert drills.progress_path() == tmp_path / "workspace" / drills.PROGRESS_FILE
+    assert store.path() == tmp_path / "workspace" / store.FILE
     (tmp_path / "workspace" / "en").mkdir()
     monkeypatch.chdir(tmp_path / "workspace" / "en")  # the English edition (make lab COURSE_LANG=en)
-    assert drills.progress_path() == tmp_path / "workspace" / "en" / drills.PROGRESS_FILE
+    assert store.path() == tmp_path / "workspace" / "en" / store.FILE
     (tmp_path / "en").mkdir()
     monkeypatch.chdir(tmp_path / "en")
-    assert drills.progress_path() is None
+    assert store.path() is None
     monkeypatch.chdir(tmp_path / "workspace")
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    assert drills.progress_path() is None
+    assert store.path() is None
 
 
 def test_progress_lists_every_drill(fresh, capsys):

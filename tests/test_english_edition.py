@@ -171,8 +171,8 @@ def test_english_code_drops_the_chinese_of_docstrings():
 
 
 def test_drill_timer_and_progress_speak_english(monkeypatch, capsys, tmp_path):
-    from tutor import drills
-    monkeypatch.setenv("DRILLS_PROGRESS", str(tmp_path / drills.PROGRESS_FILE))
+    from tutor import drills, store
+    monkeypatch.setenv(store.VARIABLE, str(tmp_path / store.FILE))
     monkeypatch.setenv(lang.VARIABLE, "en")
     drills.start("softmax")
     drills.progress()

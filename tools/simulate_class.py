@@ -414,20 +414,39 @@ def _mutated(info, perfect):
     return Submission(nb, expected_failures(info, mutation), diagnosis=explain(mutation.mistake))
 
 
-def _catalogue_mistake(info, perfect):
-    """A catalogue mistake (catalogue/wrong_*.py) for an exercise whose every graded cell
-    runs its hidden check, so the expected loss is certain (catalogue classes are not written
-    to pass the visible tests): the learner's cell rebinds the name to the wrong version."""
+def plantable(info, entry, unchecked=False):
+    """The grade_ids that catalogue ``entry`` (``catalogue_mistakes()``) fails when planted in chapter
+    ``info`` (the cells that run its check), or None where that is not certain: its check must name an
+    exercise of this chapter, and every graded cell that uses that exercise must run that check alone.
+    With ``unchecked``, cells that use it and run no check at all are allowed too (catalogue classes
+    are not written to pass the visible tests: such a cell may pass or fail, and names no mistake)."""
+    check = entry[0]
+    cells = {g: _checks_in(info, g) for g, needs in info.needs.items() if check in needs}
+    checked = {g for g, checks in cells.items() if checks == {check}}
+    if not any(check in names for _, names in info.exercises) or not checked:
+        return None
+    allowed = {g for g, checks in cells.items() if checks == {check} or (unchecked and not checks)}
+    return checked if allowed == set(cells) else None
+
+
+def plant(info, perfect, entry):
+    """``perfect`` with catalogue ``entry`` planted: the exercise's cell rebinds the name to the wrong
+    version, as a learner's later definition would; the ``Submission`` fails the cells that run its
+    check (``plantable``), and its feedback must name the entry's mistake."""
     from tutor.mistakes import explain
 
-    for check, obj, mid, module_source in reversed(catalogue_mistakes()):
-        index = next((i for i, names in info.exercises if check in names), None)
-        cells = [g for g, needs in info.needs.items() if check in needs]
-        if index is None or not cells or not all(_checks_in(info, g) == {check} for g in cells):
-            continue
-        nb = copy.deepcopy(perfect)
-        nb.cells[index].source += f"\n\n{module_source}\n\n{check} = {obj.__name__}\n"
-        return Submission(nb, set(cells), diagnosis=explain(mid) if mid else "")
+    check, obj, mid, module_source = entry
+    index = next(i for i, names in info.exercises if check in names)
+    nb = copy.deepcopy(perfect)
+    nb.cells[index].source += f"\n\n{module_source}\n\n{check} = {obj.__name__}\n"
+    return Submission(nb, plantable(info, entry, unchecked=True), diagnosis=explain(mid) if mid else "")
+
+
+def _catalogue_mistake(info, perfect):
+    """The last catalogue mistake (catalogue/wrong_*.py) ``plantable`` in this chapter, planted."""
+    for entry in reversed(catalogue_mistakes()):
+        if plantable(info, entry):
+            return plant(info, perfect, entry)
     return Submission(perfect, set())  # no such catalogue mistake for this chapter
 
 

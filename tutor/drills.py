@@ -10,19 +10,16 @@ reset and mock interviews. Learner-side: never imports ``solutions`` until a rev
     reset("softmax")                 # the blank drill cell back into workspace/10_drills.ipynb
     mock_interview()                 # workspace/mock_interview_<time>.ipynb: 3 drills, easy/medium/hard
 
-Progress (which drills passed, attempts, best time) is kept in ``drills_progress.json`` next to the
-notebook when it runs in the learner's ``workspace/`` or ``workspace/en/`` (``make lab``), or in the file
-that the environment variable ``DRILLS_PROGRESS`` names; elsewhere (``notebooks/``, nbgrader) nothing is
-written. In ``workspace/en/`` (the English edition) resets and mock interviews take their cells from
-``notebooks/en/``.
+Progress (which drills passed, attempts, best time) is the ``"drills"`` part of the learner's record,
+``tutor.store`` (``progress.json`` in ``workspace/`` or ``workspace/en/``; nothing is written elsewhere),
+beside what the chapters' checks found: ``tutor.progress()`` shows both. In ``workspace/en/`` (the
+English edition) resets and mock interviews take their cells from ``notebooks/en/``.
 """
 import ast
 import builtins
 import copy
 import datetime
 import inspect
-import json
-import os
 import random
 import re
 import time
@@ -31,7 +28,7 @@ from pathlib import Path
 
 import contract
 
-from . import lang, mistakes
+from . import lang, mistakes, store
 from .checks import CHECKS
 
 
@@ -42,10 +39,7 @@ def print(*args, **kwargs):
 
 
 LESSON = "10_drills"
-PROGRESS_FILE = "drills_progress.json"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
-WORKSPACE = "workspace"
-EDITIONS = ("en",)  # the other language editions: notebooks/en/ and workspace/en/ (tools/build.py)
 HEADERS = ("## 练习 ", "## Drill ")  # every drill's group of cells starts with a markdown cell like this (zh, en)
 USES = re.compile(r"uses your ([^)]*)")  # how a drill's docstring names the earlier drills it builds on
 
@@ -116,52 +110,32 @@ def _drill(name):
     return BY_NAME[name]
 
 
-# ---------------------------------------------------------------- progress file
-
-def progress_path():
-    """The progress file, or None where nothing may be written (outside the learner's workspace)."""
-    env = os.environ.get("DRILLS_PROGRESS")
-    if env:
-        return Path(env)
-    cwd = Path.cwd()
-    workspace = cwd.parent if _edition(cwd) else cwd
-    return cwd / PROGRESS_FILE if workspace.name == WORKSPACE and not os.environ.get("NBGRADER_EXECUTION") else None
-
+# ---------------------------------------------------------------- progress (the learner's record, tutor.store)
 
 def load_progress():
-    """{drill: {"passed", "attempts", "best_seconds", "gave_up", "last"}} from the progress file ({} if none)."""
-    path = progress_path()
-    if path is None or not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """{drill: {"passed", "attempts", "best_seconds", "gave_up", "last"}} from the learner's record ({} if none)."""
+    return store.load().get("drills", {})
 
 
 def _record(name, passed, seconds=None, gave_up=False):
-    path = progress_path()
-    if path is None:
-        return None
-    data = load_progress()
-    entry = data.setdefault(name, {"passed": False, "attempts": 0, "best_seconds": None, "gave_up": False})
-    if gave_up:
-        entry["gave_up"] = True
-    else:
-        entry["attempts"] += 1
-        if passed:
-            entry["passed"] = True
-            if seconds is not None and (entry["best_seconds"] is None or seconds < entry["best_seconds"]):
-                entry["best_seconds"] = round(seconds, 1)
-    entry["last"] = datetime.datetime.now().isoformat(timespec="seconds")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    def change(data):
+        entry = data.setdefault("drills", {}).setdefault(
+            name, {"passed": False, "attempts": 0, "best_seconds": None, "gave_up": False})
+        if gave_up:
+            entry["gave_up"] = True
+        else:
+            entry["attempts"] += 1
+            if passed:
+                entry["passed"] = True
+                if seconds is not None and (entry["best_seconds"] is None or seconds < entry["best_seconds"]):
+                    entry["best_seconds"] = round(seconds, 1)
+        entry["last"] = datetime.datetime.now().isoformat(timespec="seconds")
+    return store.update(change)
 
 
 def progress():
     """Print every drill with its status and best time from the progress file."""
-    data, path = load_progress(), progress_path()
+    data, path = load_progress(), store.path()
     where = path.name if path else "未保存：不在 workspace/ 中运行 / not saved: not running in workspace/"
     print(f"练习进度 / drill progress ({where})")
     for i, d in enumerate(DRILLS, 1):
@@ -240,16 +214,11 @@ def reveal(name):
 
 # ---------------------------------------------------------------- pristine notebook, reset, mock
 
-def _edition(folder):
-    """The language edition whose folder ``folder`` is (``"en"`` for workspace/en/), else ``""``."""
-    return folder.name if folder.name in EDITIONS else ""
-
-
 def pristine_notebook_path():
     """notebooks/10_drills.ipynb of this course (the generated, blank edition); notebooks/en/10_drills.ipynb
     when the notebook runs in workspace/en/."""
     cwd = Path.cwd()
-    edition = _edition(cwd)
+    edition = store.edition(cwd)
     for root in (cwd.parent.parent if edition else cwd.parent, Path(__file__).resolve().parents[1]):
         path = root / "notebooks" / edition / f"{LESSON}.ipynb"
         if path.exists():

@@ -22,6 +22,10 @@ learner's code after ``CHECK_TIME_LIMIT`` seconds, and a timeout or an interrupt
 in one bilingual line instead of a traceback through torch. ``check`` and ``report`` also notice
 when the newest cell that defines the object raised (a SyntaxError, say): the kernel then still
 holds an older definition, and they say so instead of checking it.
+
+In the learner's workspace, ``check``, ``report`` and ``test_cell`` also keep their verdict (and the
+mistakes a check named) in the learner's own record, ``tutor.store`` (``tutor.progress()`` shows it);
+``grade`` keeps nothing.
 """
 import builtins
 import contextlib
@@ -37,7 +41,7 @@ import types
 import warnings
 from pathlib import Path
 
-from . import checks, integrity, lang
+from . import checks, integrity, lang, store
 
 
 def print(*args, **kwargs):
@@ -215,6 +219,7 @@ def check(name, obj):
             print(NO_REFERENCE_LINE.format(name=name))
             return None
         raise TestFailure(CANNOT_RUN_LINE.format(name=name, error=f"{type(exc).__name__}: {exc}")) from None
+    store.record_check(name, result)
     if not result.passed:
         raise TestFailure(_failure_line(name, obj, result)) from None
     print(f"✅ {result.message}")
@@ -240,6 +245,7 @@ def report(name, obj):
         else:  # an unknown name or an internal error: say so
             print(CANNOT_RUN_LINE.format(name=name, error=f"{type(exc).__name__}: {exc}"))
         return None
+    store.record_check(name, result)
     if result.passed:
         print(f"✅ {result.message}")
     elif result.not_implemented:
@@ -332,12 +338,15 @@ class test_cell:
     def __exit__(self, etype, exc, tb):
         self._limit.__exit__(None, None, None)
         if etype is None:
+            store.record_cell(self.grade_id, True)
             print(f"✅ {self.grade_id}: 可见测试通过 / visible tests passed")
             return False
         if issubclass(etype, KeyboardInterrupt):
             raise Interrupted(INTERRUPTED_LINE.format(name=self.grade_id)) from None
         if issubclass(etype, Interrupted):  # a check in the body was interrupted and said so in its one line
             return False
+        if issubclass(etype, Exception) or issubclass(etype, CheckTimeout):
+            store.record_cell(self.grade_id, False)
         if issubclass(etype, CheckTimeout):
             report_text = TIMEOUT_LINE.format(name=self.grade_id, seconds=exc.args[0])
         elif not issubclass(etype, Exception):

@@ -5,7 +5,7 @@ import re
 import pytest
 from test_lab import KERNEL_IDLE, RUN_S, menu, open_notebook
 
-from tutor import drills
+from tutor import drills, store
 
 pytestmark = pytest.mark.browser
 RIGHT_PAD_MASK = "def make_pad_mask(tokens, pad_id=0):\n    return (tokens != pad_id)[:, None, None, :]\n"
@@ -46,7 +46,7 @@ def test_mock_interview_shows_time_verdict_and_a_locked_reveal(page, lab, shots,
     page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
     check.scroll_into_view_if_needed()
     shots(page, "drills-2-mock-interview-passed")
-    assert '"make_pad_mask"' in (workspace / drills.PROGRESS_FILE).read_text(encoding="utf-8")
+    assert '"make_pad_mask"' in (workspace / store.FILE).read_text(encoding="utf-8")
 
 
 def test_mock_interview_from_a_new_cell_below_progress(page, lab, shots, expect):
