@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from grader.findings import read
+from tutor.lang import bilingual
 
 TROUBLE = ("timeout", "memory", "kernel_lost", "voided")  # the kinds whose students the report lists
 TEXT = {  # key -> (中文, English)
@@ -72,14 +73,14 @@ TEXT = {  # key -> (中文, English)
 def say(key, lang, **values):
     """``TEXT[key]`` in ``lang``: "中文 / English" for zh (the course's bilingual edition), English for en."""
     zh, en = TEXT[key]
-    return (f"{zh} / {en}" if lang == "zh" else en).format(**values)
+    return (bilingual(zh, en) if lang == "zh" else en).format(**values)
 
 
 def mistake_text(mistake_id, lang):
     from tutor.mistakes import MISTAKES
 
     zh, en = MISTAKES.get(mistake_id, (mistake_id, mistake_id))
-    return f"{zh} / {en}" if lang == "zh" else en
+    return bilingual(zh, en) if lang == "zh" else en
 
 
 class ReportError(Exception):

@@ -66,8 +66,9 @@ def mistake_chart(mistakes, counts, students, title):
         ax.text(count, i, f" {count} ({100 * count / students:.0f} %)", va="center", fontsize=9)
     ax.set_yticks(y, mistakes)
     ax.invert_yaxis()  # the most frequent first
-    ax.set_xlim(0, students * 1.25)
+    ax.set_xlim(0, students * 1.25)  # the whole class, and room for the last label
     ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xticks([t for t in ax.get_xticks() if 0 <= t <= students])  # no tick beyond the class
     ax.set_xlabel(f"students (of {students} graded)")
     ax.set_ylabel("mistake")
     ax.set_title(title)

@@ -32,8 +32,9 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 #    然后 File → Reload Notebook from Disk）；整章重来：`make reset CHAPTER=10_drills`。
 # 6. 模拟面试：在新单元格里运行 `mock_interview()`，它在 `workspace/` 里生成一个按难度各抽一道题（易、中、难）的笔记本。
 #
-# 进度（哪些题通过了、尝试次数、最好用时）保存在 `workspace/drills_progress.json`，一个普通的 JSON 文件，
-# 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。
+# 进度（哪些题通过了、尝试次数、最好用时）保存在 `workspace/progress.json`，一个普通的 JSON 文件，
+# 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。各章检查的结果也记在这个文件里：
+# 在任意一章运行 `import tutor; tutor.progress()`，看每章哪些评分单元格通过了、检查指出过哪些错误。
 #
 # 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 33 分**，每道题 1 分，隐藏测试与各章相同。
 #
@@ -41,7 +42,8 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)
 # and the time. The 📖 cell shows the reference and the classic mistakes only after a pass or
 # `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3 drills
-# (easy, medium, hard); progress is kept in `workspace/drills_progress.json`.
+# (easy, medium, hard); progress is kept in `workspace/progress.json`, with what the chapters' checks found
+# (`tutor.progress()` shows both).
 
 # %% [markdown]
 # ## 练习 1 · 数值稳定的 softmax / stable softmax

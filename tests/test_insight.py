@@ -6,9 +6,11 @@ class of chapter 01 through the real ``nbgrader autograde`` (tools/simulate_clas
 report's counts against what each submission was built to have.
 """
 import csv
+import glob
 import io
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from sqlalchemy import create_engine, update
 
 from grader import findings, insight
 from grader.execution import KERNEL_LOST, TIMED_OUT
-from tools import simulate_class
+from tools import insight_class, simulate_class
 from tools.paths import ROOT
 from tutor.engine.messages import say
 from tutor.grading import FINISH_FIRST_LINE
@@ -200,7 +202,7 @@ def test_the_anonymous_report_holds_no_student_id_or_name(course, capsys):
 ])
 def test_a_mistake_of_the_instructor_is_one_bilingual_line(course, capsys, args, message):
     code, out, err = _main(capsys, *args)
-    assert code == 2 and message in err and " / " in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and message in err and "/ " in err and len(err.strip().splitlines()) == 1
     assert not (course.parent / "elsewhere.html").exists()
 
 
@@ -358,3 +360,52 @@ def test_a_class_graded_on_the_cluster_is_recorded_in_postgresql_once(tmp_path_f
     assert proc.returncode == 0, proc.stderr
     mistake = simulate_class.MUTATIONS[CHAPTER].mistake
     assert f"top mistakes: {mistake} 2" in proc.stdout
+
+
+# --- the Done-when run, small: planted catalogue mistakes (tools/insight_class.py) -----------------------
+
+PLANTED_CHAPTER = "02_multihead"  # three catalogue mistakes of one exercise, each plantable
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return insight_class.make_plan([PLANTED_CHAPTER], students=4)
+
+
+def test_a_plan_plants_distinct_mistakes_and_its_comparison_can_fail(plan):
+    """Each planted student fails the cells of their exercise with exactly its mistake; the comparison
+    catches a count off by one, a mistake named where none was planted, and a missing row."""
+    counts = plan.counts(PLANTED_CHAPTER)
+    assert len(counts) == insight_class.PER_CHAPTER and set(counts.values()) == {1}
+    perfect = [(s, g) for (s, c, g), v in plan.expected.items() if v == ("passed", ())]
+    planted = [k for k, v in plan.expected.items() if v not in (("passed", ()), insight_class.VISIBLE_ONLY)]
+    assert perfect and planted
+    right = [findings.Finding(s, c, c, g, 0, v[0] == "passed", v[0], v[1], None, 0.0, 1.0)
+             for (s, c, g), v in plan.expected.items() if v != insight_class.VISIBLE_ONLY]
+    right += [findings.Finding(s, c, c, g, 0, False, "failed", (), None, 0.0, 1.0)
+              for (s, c, g), v in plan.expected.items() if v == insight_class.VISIBLE_ONLY]
+    assert insight_class.differences(plan, right) == []
+    student, chapter, grade_id = planted[0]
+    unnamed = [f._replace(mistakes=()) if (f.student, f.grade_id) == (student, grade_id) else f for f in right]
+    assert any("the report counts" in line for line in insight_class.differences(plan, unnamed))
+    extra = [f._replace(kind="failed", passed=False, mistakes=("no_scale",))
+             if (f.student, f.grade_id) == perfect[0] else f for f in right]
+    assert len(insight_class.differences(plan, extra)) == 2  # the cell, and the chapter's counts
+    assert insight_class.differences(plan, right[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("way", ["serial", "cluster"])
+def test_the_reports_counts_equal_the_planted_catalogue_mistakes(plan, tmp_path_factory, way):
+    """Four students, three planted mistakes, graded serially or on the cluster (two workers, mutual TLS,
+    PostgreSQL): the recorded cells and the report's counts equal the plan, also after a re-grade."""
+    if way == "cluster":
+        pytest.importorskip("psycopg", reason='.venv/bin/pip install -e ".[postgres]"')
+        pytest.importorskip("distributed", reason='.venv/bin/pip install -e ".[cluster]"')
+        if not (shutil.which("initdb") or glob.glob("/usr/lib/postgresql/*/bin/initdb")):
+            pytest.skip("PostgreSQL server programs not installed")
+    course = tmp_path_factory.mktemp(way)  # a short path: the kernels' IPC sockets live below it
+    grade = insight_class.grade_serially if way == "serial" else insight_class.grade_on_cluster
+    _, lines, found = grade(course, plan)
+    assert not lines, "\n".join(lines)
+    assert len(found) == len(plan.expected)

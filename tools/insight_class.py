@@ -9,8 +9,8 @@ with a mistake id of its own and a count of its own (``SHARES`` of the class: 9,
 30), planted by ``tools.simulate_class.plant`` in students drawn at random (seeded; a student carries
 at most one mistake per chapter); everyone else hands in the perfect answer. A catalogue entry is
 planted only where every graded cell that uses its exercise runs its check alone or no check
-(``simulate_class.plantable``) and where its check names its mistake and nothing else (``run_check``
-on the catalogue's object, here, before any grading). A cell with visible tests only may pass or fail
+(``simulate_class.plantable``) and where its check names its mistake and nothing else (``names_alone``: its
+notebook code run here, before any grading). A cell with visible tests only may pass or fail
 the catalogue's object (it was not written for them); it must name no mistake.
 
 The class is graded with the instructor's commands, serially (``nbgrader autograde "*"``, SQLite)
@@ -65,11 +65,19 @@ class Plan(NamedTuple):
 
 
 def names_alone(entry):
-    """True where the check, run here on the catalogue's object, fails and names exactly its mistake."""
+    """True where the entry's notebook code (``simulate_class.plant`` appends it to the exercise's cell),
+    run here among the reference's names (what the notebook's cells define), binds the wrong object,
+    and the check fails on that object naming its mistake and nothing else."""
+    from catalogue.reference import load
     from tutor.checks import run_check
 
-    check, obj, mid, _ = entry
-    result = run_check(check, obj)
+    check, obj, mid, cell = entry
+    namespace = dict(load())
+    try:
+        exec(compile(cell, f"<catalogue {obj.__name__}>", "exec"), namespace)  # noqa: S102 - the course's own code
+    except Exception:  # it reads a name no notebook defines (the catalogue module's own `R`, say)
+        return False
+    result = run_check(check, namespace[obj.__name__])
     return bool(mid) and not result.passed and tuple(result.diagnoses) == (mid,)
 
 
