@@ -44,16 +44,16 @@ MIX = ["perfect", "partial", "untouched"]
 OFF = {"sandbox": "c.ResilientExecute.sandbox = False", "findings": "c.RecordFindings.enabled = False"}
 
 
-def make_course(course, assignments, students, off=()):
-    """A course with ``students`` students who handed in every assignment, the parts ``off`` (keys of
-    ``OFF``) turned off; returns their ids."""
+def make_course(course, assignments, students, off=(), mix=MIX):
+    """A course with ``students`` students who handed in every assignment (submission kinds of the
+    harness in turn from ``mix``), the parts ``off`` (keys of ``OFF``) turned off; returns their ids."""
     course.mkdir(parents=True)
     sim.setup_course(course, assignments, sim.ROOT / "source", config=[OFF[part] for part in off])
     infos = {a: sim.analyse(a, sim.ROOT / "source") for a in assignments}
-    ids = [f"s{i:03d}_{MIX[i % len(MIX)]}" for i in range(students)]
+    ids = [f"s{i:03d}_{mix[i % len(mix)]}" for i in range(students)]
     for student in ids:
         for a in assignments:
-            sim.hand_in(course, student, a, sim.make_submission(student.split("_")[1], infos[a]))
+            sim.hand_in(course, student, a, sim.make_submission(student.split("_", 1)[1], infos[a]))
     return ids
 
 
@@ -104,11 +104,14 @@ def main(argv=None):
         parser.add_argument(f"--{part}", choices=["on", "off", "both"], default="on",
                             help=f"{what} (default), without it, or both classes in turn (serial)")
     parser.add_argument("--rounds", type=int, default=1, help="with 'both': grade the two classes this many times")
+    parser.add_argument("--mix", default=",".join(MIX),
+                        help=f"submission kinds of tools/simulate_class.py, in turn (default {','.join(MIX)})")
     args = parser.parse_args(argv)
     compared = [part for part in OFF if getattr(args, part) == "both"]
     if len(compared) > 1 or (compared and args.workers):
         parser.error("'both' is for one part at a time, serially")
     assignments = args.assignments or cluster.graded_assignments(ROOT)
+    mix = args.mix.split(",")
     n = args.students
     fixed = tuple(part for part in OFF if getattr(args, part) == "off")
     modes = [{**{p: "off" if p in fixed else "on" for p in OFF}, **({compared[0]: m} if compared else {})}
@@ -120,11 +123,11 @@ def main(argv=None):
         walls = [0.0] * len(modes)
         if args.workers:
             with sim.private_postgres() as db_url:
-                make_course(courses[0], assignments, n, fixed)
+                make_course(courses[0], assignments, n, fixed, mix)
                 walls[0] = grade_on_cluster(courses[0], assignments, args.workers, db_url)
         else:
             for course, mode in zip(courses, modes):
-                make_course(course, assignments, n, [p for p in OFF if mode[p] == "off"])
+                make_course(course, assignments, n, [p for p in OFF if mode[p] == "off"], mix)
             for r in range(args.rounds if compared else 1):
                 for i in (range(len(modes)) if r % 2 == 0 else reversed(range(len(modes)))):
                     seconds = grade_serially(courses[i], assignments, args.per_chapter, again=r > 0)

@@ -126,13 +126,20 @@ class Verdict(NamedTuple):
 KINDS = ("passed", "failed", "not_implemented", "timeout", "memory", "kernel_lost")
 
 
+def _known_mistakes():
+    """The registry's mistake ids (``tutor.mistakes``: importing it imports the checks and torch, about
+    2 s, so only where a report holds a candidate id; grader/taskserver.py preloads it)."""
+    from tutor.mistakes import MISTAKES
+
+    return MISTAKES
+
+
 def classify(outputs):
     """The ``Verdict`` of a graded cell from its outputs (an error or stderr output fails it, as
     nbgrader scores it). Only known names are taken, and only from its error reports (never from what
     the cell printed): ids of ``tutor.mistakes``, names of ``tutor.guard.FORBIDDEN_BUILTINS``."""
     from grader.limits import MEMORY_ERRORS
     from tutor.guard import FORBIDDEN_BUILTINS, FORBIDDEN_MESSAGE, REFERENCE_MESSAGE
-    from tutor.mistakes import MISTAKES
 
     errors = [o for o in outputs if o.output_type == "error"]
     if not errors and not any(o.output_type == "stream" and o.name == "stderr" for o in outputs):
@@ -149,7 +156,7 @@ def classify(outputs):
         kind = "not_implemented"
     else:
         kind = "failed"
-    return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in MISTAKES)),
+    return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in _known_mistakes())),
                    tuple(n for n in FORBIDDEN_BUILTINS.values() if FORBIDDEN_MESSAGE.format(what=n) in reports),
                    REFERENCE_MESSAGE.split("（")[0] in reports)
 

@@ -5,8 +5,8 @@ Python process, it spends about 2.3 s importing nbgrader before it grades anythi
 jsonschema 4.25+, whose IRI grammar is built on import: requirements.txt pins 4.24), while grading
 one notebook takes 0.5 to 5 s. A *task server* imports nbgrader once per worker and forks a child
 per task: the child runs nbgrader's command line in the task's directory and environment, in a
-fresh process with nothing of another task in it (the server runs no course code and no learner
-code).
+fresh process with nothing of another task in it (the server runs no learner code; of the course
+it only imports the grader and the registry of mistake ids).
 
 - ``Server`` (``python -m grader.taskserver <socket> <parent pid>``): preloads nbgrader, listens
   on a unix socket, forks a child per request, and reports the child's exit code on the request's
@@ -23,7 +23,10 @@ import threading
 
 from grader.forkserver import _exit_with, _receive, _send, listen, spawn
 
-PRELOAD = ("nbgrader.apps.nbgraderapp", "grader.hardening", "grader.execution", "sqlalchemy", "psycopg")
+# tutor.mistakes: the mistake ids that RecordFindings keeps (grader.feedback.classify); it imports the
+# checks and torch, about 2 s that every task whose class made a named mistake would pay again
+PRELOAD = ("nbgrader.apps.nbgraderapp", "grader.hardening", "grader.execution", "sqlalchemy", "psycopg",
+           "tutor.mistakes")
 
 
 def _run_nbgrader(request, fds):
