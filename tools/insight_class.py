@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tools.insight_class                        # 30 students, every graded chapter, both ways
     .venv/bin/python -m tools.insight_class 02_multihead --students 4 --mode serial
-    .venv/bin/python -m tools.insight_class --figure docs/figures/insight_overview.png
+    .venv/bin/python -m tools.insight_class --figure docs/insight_overview.png
 
 Each chapter gets up to ``PER_CHAPTER`` mistakes of the wrong catalogue (catalogue/wrong_*.py), each
 with a mistake id of its own and a count of its own (``SHARES`` of the class: 9, 6 and 3 students of
@@ -21,7 +21,7 @@ report's counts per chapter (``grader.insight.mistakes``, a student once per mis
 planted counts exactly. Then a few students are graded again (``--force``): the recorded rows must
 not change. The output ends with the report's own summary of each chapter's top three mistakes
 and one line per way; the exit status is 1 on any difference. ``--figure`` writes the report's
-overview figure (``grader.insight_figures``, made from the serially graded class) as a PNG.
+overview figure (``grader.insight_html.overview``, of the class as graded first: serially) as a PNG.
 """
 import argparse
 import base64
@@ -217,7 +217,7 @@ def main(argv=None):
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--mode", choices=["serial", "cluster", "both"], default="both")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--figure", metavar="PNG", help="write the overview figure of the serially graded class")
+    parser.add_argument("--figure", metavar="PNG", help="write the overview figure of the class (as graded first)")
     parser.add_argument("--workdir", help="keep the course directories here (default: a temporary folder)")
     args = parser.parse_args(argv)
     from grader import cluster
