@@ -22,6 +22,7 @@ if EDITION not in ("zh", "en"):
 if EDITION == "en":
     c.CourseDirectory.root = str(COURSE / "en")
     c.CourseDirectory.course_id = "shousi-transformer-en"
+    c.CsvExportPlugin.to = str(COURSE / "en" / "grades.csv")  # `nbgrader export`: beside the Chinese class's
 
 # The exchange (release_assignment, fetch, submit, collect, the Assignment List) is a git-ignored
 # folder of the course, so one person's `make lab` works out of the box. A JupyterHub class shares
