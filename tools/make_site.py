@@ -47,7 +47,6 @@ LICENCES = {"LICENSE.txt": ROOT / "LICENSE", "LICENSE-text.txt": ROOT / "LICENSE
 PLOTS = ROOT / "tutor" / "plots"  # the course's figure functions: each takes a title= (the figure's alt text)
 HEADING = re.compile(r"^(#{1,6}) \S")
 FENCE = re.compile(r"^\s*(```|~~~|:::)")
-NO_REPOSITORY = "no repository address"  # what `make site` prints while the setting is empty
 
 
 @dataclass(frozen=True)
@@ -402,7 +401,7 @@ def main(argv=None):
         if not languages:
             raise SiteError(f"no notebooks for {args.lang}")
         found = settings()
-        print(f"site: repository {found['repository'] or NO_REPOSITORY} ({found['repository_from']})", flush=True)
+        print(f"site: repository: {found['repository'] or 'none'} ({found['repository_from']})", flush=True)
         for lang in languages:
             began = time.perf_counter()
             stale = stale_translations(lang)
