@@ -4,7 +4,8 @@ workspace/en/ without the Chinese session's tabs, and no kernel starts before th
 JupyterLab keeps the open tabs in a workspace on the server and reopens them, each notebook with a kernel,
 when the page loads. One checkout and one Jupyter configuration, as a learner has: `make lab`, a Chinese
 notebook opened (its kernel starts, its tab is saved in the workspace), the server stopped; then
-`make lab COURSE_LANG=en`, then `make lab` again. Screenshots: build/browser-screenshots/lab-edition-*.png.
+`make lab COURSE_LANG=en` (whose Formgrader is the English class's), then `make lab` again.
+Screenshots: build/browser-screenshots/lab-edition-*.png.
 """
 import json
 import time
@@ -80,6 +81,10 @@ def test_each_edition_opens_its_own_workspace_and_starts_no_kernel(browser, tmp_
         assert_fresh(browser, lab, "en", "workspace/en", shots)
         saved = api(lab, "lab/api/workspaces/course-zh")  # the Chinese workspace is still there, untouched
         assert f"workspace/{CHAPTER}" in json.dumps(saved)
+        # and its Formgrader is the English class's (docs/INSTRUCTOR.md, "An English class"): en/source/
+        names = sorted(a["name"] for a in api(lab, "formgrader/api/assignments"))
+        assert names == sorted(p.name for p in (lab.course / "en" / "source").iterdir()), names
+        assert (lab.course / "en" / "gradebook.db").exists() and not (lab.course / "gradebook.db").exists()
 
     with make_lab(tmp_path) as lab:  # back to Chinese: opened afresh as well
         assert_fresh(browser, lab, "zh", "workspace", shots)
