@@ -347,6 +347,17 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
         assert "div.output_subarea pre { white-space: pre-wrap;" in html, f"{student}: long ❌ lines do not wrap"
 
 
+def grade_one(course, student, name, nb, folder=None):
+    """``nb`` handed in by ``student`` for assignment ``name`` in ``course``, whose course folder is ``folder``
+    (``course`` itself, or course/en/ for the English class), autograded and its feedback page generated."""
+    hand_in = (folder or course) / "submitted" / student / name
+    hand_in.mkdir(parents=True)
+    nbformat.write(nb, str(hand_in / f"{name}.ipynb"))
+    nbgrader(course, "db", "student", "add", student)
+    nbgrader(course, "autograde", name, "--force")
+    nbgrader(course, "generate_feedback", name, "--force")
+
+
 # A hand-in that reads the reference, prints it into its outputs and raises it from inside a graded
 # function (the check reports the exception), beside a right softmax and a classic mistake.
 LEAK_PRINTED = """
@@ -373,12 +384,7 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
     cell(nb, "impl_scaled_dot_product_attention").source = LEAK_RAISED
     wrong, edit = NO_SCALE
     cell(nb, f"impl_{wrong}").source = reference_code(wrong, edit)
-    folder = course / "submitted" / "mallory" / name
-    folder.mkdir(parents=True)
-    nbformat.write(nb, str(folder / f"{name}.ipynb"))
-    nbgrader(course, "db", "student", "add", "mallory")
-    nbgrader(course, "autograde", name, "--force")
-    nbgrader(course, "generate_feedback", name, "--force")
+    grade_one(course, "mallory", name, nb)
 
     autograded = (course / "autograded" / "mallory" / name / f"{name}.ipynb").read_text()
     released = (course / "release" / name / f"{name}.ipynb").read_text()  # stubs keep docstrings and signatures
@@ -415,12 +421,7 @@ def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatc
         answers = {"softmax": reference_code("softmax"), wrong: reference_code(wrong, edit)}
         for exercise, code in answers.items():  # as a student of that edition writes it: its docstrings
             cell(nb, f"impl_{exercise}").source = lang.english_code(code) if edition == "en" else code
-        hand_in = folder / "submitted" / "alice" / name
-        hand_in.mkdir(parents=True)
-        nbformat.write(nb, str(hand_in / f"{name}.ipynb"))
-        nbgrader(course, "db", "student", "add", "alice")
-        nbgrader(course, "autograde", name, "--force")
-        nbgrader(course, "generate_feedback", name, "--force")
+        grade_one(course, "alice", name, nb, folder)
         grades[edition] = read_gradebook(folder, course_id=f"shousi-transformer{'-en' if edition == 'en' else ''}")
         pages[edition] = html.unescape((folder / "feedback" / "alice" / name / f"{name}.html").read_text())
 
