@@ -18,7 +18,7 @@ import torch
 from nbclient import NotebookClient
 
 import solutions
-from grader import feedback
+from grader import feedback, insight
 from pipeline_helpers import LESSONS, ROOT, build, read_nb
 from tools.simulate_class import nbgrader, read_gradebook, setup_course
 from tutor import checks, lang
@@ -402,12 +402,12 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatch):
+def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatch, capsys):
     """The English class (COURSE_LANG=en: nbgrader_config.py's course in en/, released from en/source/): a
     hand-in with a right softmax, the classic no-√d_k mistake and the later stubs untouched, through the real
     autograde and generate_feedback. The same answers handed in to the Chinese class score the same cell by
     cell; the English page holds no Chinese character, and its verdicts, the named mistake and its note are
-    English (the Chinese page's are bilingual)."""
+    English (the Chinese page's are bilingual), and so is the class report (python -m grader.insight)."""
     name = "01_attention"
     wrong, edit = NO_SCALE
     grades, pages = {}, {}
@@ -435,3 +435,8 @@ def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatc
                                             "diagnosis [no_scale]: scores are not divided by √d_k",
                                             feedback.SEALED_NOTE[1].split("**")[1])), english[-3000:]
     assert "✅ 通过 / passed" in chinese and "诊断 / diagnosis [no_scale]" in chinese
+
+    monkeypatch.chdir(tmp_path / "en")  # the class report of the English class (still COURSE_LANG=en): English
+    assert insight.main([]) == 0
+    report = capsys.readouterr().out
+    assert "no_scale" in report and not lang.CJK.search(report), report
