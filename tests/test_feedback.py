@@ -347,13 +347,14 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
         assert "div.output_subarea pre { white-space: pre-wrap;" in html, f"{student}: long ❌ lines do not wrap"
 
 
-def grade_one(course, student, name, nb, folder=None):
-    """``nb`` handed in by ``student`` for assignment ``name`` in ``course``, whose course folder is ``folder``
-    (``course`` itself, or course/en/ for the English class), autograded and its feedback page generated."""
-    hand_in = (folder or course) / "submitted" / student / name
-    hand_in.mkdir(parents=True)
-    nbformat.write(nb, str(hand_in / f"{name}.ipynb"))
-    nbgrader(course, "db", "student", "add", student)
+def grade_hand_ins(course, name, notebooks, folder=None):
+    """``notebooks`` ({student: notebook}) handed in for assignment ``name`` in ``course``, whose course folder
+    is ``folder`` (``course`` itself, or course/en/ for the English class), autograded, feedback generated."""
+    for student, nb in notebooks.items():
+        hand_in = (folder or course) / "submitted" / student / name
+        hand_in.mkdir(parents=True)
+        nbformat.write(nb, str(hand_in / f"{name}.ipynb"))
+        nbgrader(course, "db", "student", "add", student)
     nbgrader(course, "autograde", name, "--force")
     nbgrader(course, "generate_feedback", name, "--force")
 
@@ -384,7 +385,7 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
     cell(nb, "impl_scaled_dot_product_attention").source = LEAK_RAISED
     wrong, edit = NO_SCALE
     cell(nb, f"impl_{wrong}").source = reference_code(wrong, edit)
-    grade_one(course, "mallory", name, nb)
+    grade_hand_ins(course, name, {"mallory": nb})
 
     autograded = (course / "autograded" / "mallory" / name / f"{name}.ipynb").read_text()
     released = (course / "release" / name / f"{name}.ipynb").read_text()  # stubs keep docstrings and signatures
@@ -405,9 +406,10 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
 def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatch, capsys):
     """The English class (COURSE_LANG=en: nbgrader_config.py's course in en/, released from en/source/): a
     hand-in with a right softmax, the classic no-√d_k mistake and the later stubs untouched, through the real
-    autograde and generate_feedback. The same answers handed in to the Chinese class score the same cell by
-    cell; the English page holds no Chinese character, and its verdicts, the named mistake and its note are
-    English (the Chinese page's are bilingual), and so is the class report (python -m grader.insight)."""
+    autograde and generate_feedback. The same answers handed in to the Chinese class, or written in the
+    self-study copy of either edition, score the same cell by cell; the English page holds no Chinese
+    character, and its verdicts, the named mistake and its note are English (the Chinese page's are
+    bilingual), and so is the class report (python -m grader.insight)."""
     name = "01_attention"
     wrong, edit = NO_SCALE
     grades, pages = {}, {}
@@ -417,16 +419,19 @@ def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatc
         course.mkdir()
         setup_course(course, [name], source)
         folder = course / source.relative_to(ROOT).parent  # the course folder: course/ or course/en/
-        nb = read_nb(folder / "release" / name / f"{name}.ipynb")
+        # alice hands in the release, bob the copy of the self-study edition (make lab's workspace)
+        notebooks = {"alice": read_nb(folder / "release" / name / f"{name}.ipynb"),
+                     "bob": read_nb(ROOT / "notebooks" / ("en" if edition == "en" else "") / f"{name}.ipynb")}
         answers = {"softmax": reference_code("softmax"), wrong: reference_code(wrong, edit)}
-        for exercise, code in answers.items():  # as a student of that edition writes it: its docstrings
-            cell(nb, f"impl_{exercise}").source = lang.english_code(code) if edition == "en" else code
-        grade_one(course, "alice", name, nb, folder)
+        for nb in notebooks.values():
+            for exercise, code in answers.items():  # as a student of that edition writes it: its docstrings
+                cell(nb, f"impl_{exercise}").source = lang.english_code(code) if edition == "en" else code
+        grade_hand_ins(course, name, notebooks, folder)
         grades[edition] = read_gradebook(folder, course_id=f"shousi-transformer{'-en' if edition == 'en' else ''}")
         pages[edition] = html.unescape((folder / "feedback" / "alice" / name / f"{name}.html").read_text())
 
     scores = grades["en"][("alice", name)]
-    assert scores == grades["zh"][("alice", name)]
+    assert scores == grades["zh"][("alice", name)] == grades["en"][("bob", name)] == grades["zh"][("bob", name)]
     assert 0 < sum(g.score for g in scores.values()) < sum(g.max_score for g in scores.values()), scores
     english, chinese = pages["en"], pages["zh"]
     found = sorted(set(lang.CJK.findall(english)))
