@@ -123,6 +123,8 @@ def test_the_english_class_is_a_course_of_its_own():
     assert chinese.CourseDirectory.course_id != english.CourseDirectory.course_id
     assert CJK.search(chinese.ClearSolutions.code_stub["python"])
     assert not CJK.search(english.ClearSolutions.code_stub["python"])
+    with pytest.raises(Exception, match="COURSE_LANG 只能是 zh 或 en / COURSE_LANG must be zh or en, got 'fr'"):
+        build.load_nbgrader_config("fr")
 
 
 @pytest.mark.parametrize("name", LESSONS)
