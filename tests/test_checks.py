@@ -518,6 +518,17 @@ def test_the_engine_names_no_component_and_no_topic_mistake():
         assert not named, f"{path.name} names {named}: declare it in the topic module instead"
 
 
+def test_minor_entries_are_listed_in_docs():
+    """docs/MAINTAINING.md lists every wrong entry whose check need not name it (diagnosis None), and only those."""
+    text = (ROOT / "docs" / "MAINTAINING.md").read_text(encoding="utf-8")
+    table = text.split("<!-- minor entries: begin -->")[1].split("<!-- minor entries: end -->")[0]
+    listed = {tuple(cell.strip().strip("`") for cell in row.split("|")[1:3])
+              for row in table.strip().splitlines()[2:]}
+    minor = {(check, f"{obj.__module__.removeprefix('catalogue.')}.{obj.__name__}")
+             for check, obj, diagnosis in WRONG if diagnosis is None}
+    assert minor and listed == minor, f"listed {sorted(listed)}, catalogue {sorted(minor)}"
+
+
 def test_every_explained_mistake_is_proven_by_the_catalogue():
     """One mistake, one place, and proven: every explained id is named by a wrong or real-world entry."""
     proven = {diagnosis for _, _, diagnosis in WRONG if diagnosis} | {mid for case in REALWORLD for mid in case[2]}
