@@ -439,8 +439,9 @@ except NotImplementedError:
 # - $\epsilon$ 加在 $\sqrt{\hat v}$ **外面**；放进根号里，梯度很小时步长差很多。
 #
 # **写成一个真正的优化器。** 和 PyTorch 自己的优化器、CS336 作业 1 一样，`AdamW` 继承 `torch.optim.Optimizer`。
-# `__init__` 已经写好：`super().__init__(params, defaults)` 把参数整理成**参数组**（param groups）`self.param_groups`，
-# 一个字典列表，每个字典有 `"params"`（这一组的张量）和这一组的 `lr`、`betas`、`eps`、`weight_decay`（组里没写的取构造时的值）。
+# `__init__` 只有一行：把四个超参放进字典 `defaults`，交给 `super().__init__(params, defaults)`，
+# 它把参数整理成**参数组**（param groups）`self.param_groups`：一个字典列表，每个字典有 `"params"`（这一组的张量）
+# 和这一组的 `lr`、`betas`、`eps`、`weight_decay`（组里没写的取构造时的值）。
 # `self.state[p]` 是每个参数自己的状态字典，一开始是空的：$m$、$v$ 和这个参数走过的步数 $t$ 就存在这里。
 # `zero_grad()` 继承自 `Optimizer`（把 `.grad` 设为 `None`），不用写。
 #
@@ -450,9 +451,9 @@ except NotImplementedError:
 # 学习率调度也经过参数组：训练循环（或 `torch.optim.lr_scheduler.LambdaLR` 这样的调度器）在两步之间改的是每个组的
 # `group["lr"]`。所以 `step()` 每一步都要从组里读超参；在 `__init__` 里存一份 `self.lr` 一直用，调度就失效了。
 #
-# 练习 7：写 `AdamW.step()`：遍历 `self.param_groups`，从每个组读 `lr`、`betas`、`eps`、`weight_decay`；跳过 `.grad` 为
-# `None` 的参数（冻结的、这一步没用到的）；一个参数第一次更新时，在 `self.state[p]` 里建好全 0 的 $m$、$v$ 和步数，
-# 然后按上面的式子原地更新。
+# 练习 7：写 `AdamW` 的 `__init__`（上面那一行）和 `step()`。`step()` 遍历 `self.param_groups`，从每个组读 `lr`、`betas`、
+# `eps`、`weight_decay`；跳过 `.grad` 为 `None` 的参数（冻结的、这一步没用到的）；一个参数第一次更新时，
+# 在 `self.state[p]` 里建好全 0 的 $m$、$v$ 和步数，然后按上面的式子原地更新。
 
 # %% exercise="AdamW"
 

@@ -62,7 +62,8 @@ class AdamW(torch.optim.Optimizer):
     ``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)``, where ``params``
     are tensors (a list, or a generator such as ``model.parameters()``) or parameter groups
     (dicts such as ``{"params": [...], "weight_decay": 0.0}``; a setting a group leaves out is the
-    constructor's). ``Optimizer.__init__`` keeps them in ``self.param_groups``; ``self.state[p]``
+    constructor's). ``__init__`` hands ``params`` and the four settings as a dict (the defaults) to
+    ``Optimizer.__init__``, which keeps the groups in ``self.param_groups``; ``self.state[p]``
     (a dict per parameter, empty until its first step) holds that parameter's moments and step
     count. ``zero_grad()`` is the inherited one (every ``.grad`` set to ``None``).
 
@@ -77,7 +78,8 @@ class AdamW(torch.optim.Optimizer):
         m_hat = m / (1 - beta1 ** t), v_hat = v / (1 - beta2 ** t)   (bias correction)
         p <- p - lr * m_hat / (sqrt(v_hat) + eps)
 
-    中文：AdamW 是一个 ``torch.optim.Optimizer`` 子类：参数组在 ``self.param_groups`` 里，每个参数的
+    中文：AdamW 是一个 ``torch.optim.Optimizer`` 子类：``__init__`` 把四个超参组成字典交给
+    ``super().__init__(params, defaults)``，参数组就在 ``self.param_groups`` 里，每个参数的
     状态（一阶、二阶矩和步数）在 ``self.state[p]`` 里；``step()`` 每一步都从各参数组读 ``lr`` 等超参
     （调度器在两步之间改 ``group["lr"]``），跳过 ``.grad`` 为 ``None`` 的参数。权重衰减与梯度**解耦**
     （直接让参数乘 ``1 - lr * weight_decay``，不加进梯度），一阶、二阶矩从 0 开始并做偏差修正（除以
@@ -85,7 +87,9 @@ class AdamW(torch.optim.Optimizer):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        ### BEGIN SOLUTION
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        ### END SOLUTION
 
     @torch.no_grad()
     def step(self):
