@@ -55,10 +55,20 @@ WORKSPACE := workspace$(EDITION)
 # opens the learner's workspace/. The venv's bin goes first on PATH for every process the server
 # starts: kernels, and `alembic`, which nbgrader runs to create gradebook.db. JUPYTER_CONFIG_PATH
 # adds the course's JupyterLab settings (jupyter/labconfig/page_config.json: no "Jupyter news" prompt).
+# COURSE_LANG goes to the server too: nbgrader_config.py's class (Formgrader, the Assignment List) is
+# the edition's (docs/INSTRUCTOR.md, "An English class").
+# JupyterLab keeps the open tabs and the layout in a workspace on the server and restores them, each
+# notebook with a kernel, when the page opens. Each edition has a workspace of its own, course-zh or
+# course-en, kept with the learner's copies (workspace/.jupyterlab-workspaces/, git-ignored), and
+# `make lab` opens it reset (`?reset`): no tab of the other edition or of an earlier session comes
+# back, and no kernel starts until the learner opens a notebook. A reload keeps the current tabs.
+LAB_WORKSPACES := $(abspath workspace/.jupyterlab-workspaces)
 lab: $(STAMP) workspace
-	PATH="$(abspath $(VENV))/bin:$$PATH" JUPYTER_CONFIG_PATH="$(abspath jupyter)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	  $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
-	  --LabApp.default_url=/lab/tree/$(WORKSPACE) --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
+	COURSE_LANG=$(COURSE_LANG) PATH="$(abspath $(VENV))/bin:$$PATH" \
+	  JUPYTER_CONFIG_PATH="$(abspath jupyter)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.workspaces_dir="$(LAB_WORKSPACES)" \
+	  --LabApp.default_url='/lab/workspaces/course-$(COURSE_LANG)/tree/$(WORKSPACE)?reset' \
+	  --ServerApp.port=$(PORT) $(ROOT_FLAG) $(LAB_ARGS)
 
 # The learner's working copies (git-ignored): each self-study notebook is copied once; a file that
 # is already there is never overwritten, so `git pull` + `make lab` only adds new chapters.

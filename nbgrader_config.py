@@ -10,6 +10,20 @@ c.CourseDirectory.course_id = "shousi-transformer"
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
 
+# The edition (docs/INSTRUCTOR.md, "An English class"). COURSE_LANG=en in the environment (`make lab
+# COURSE_LANG=en`, `COURSE_LANG=en nbgrader autograde ...`) makes every nbgrader command work on the English
+# class: a course of its own in en/ (en/source/ and en/release/, built from the same lessons; its own submitted/,
+# autograded/, feedback/ and gradebook.db), its own course id in the exchange, English stubs, and feedback
+# pages in English (grader/feedback.py, through tutor.lang, which reads the same variable). Unset or zh: the
+# Chinese class, bilingual, in this folder.
+EDITION = os.environ.get("COURSE_LANG", "").strip().lower() or "zh"
+if EDITION not in ("zh", "en"):
+    raise ValueError(f"COURSE_LANG 只能是 zh 或 en / COURSE_LANG must be zh or en, got {EDITION!r}")
+if EDITION == "en":
+    c.CourseDirectory.root = str(COURSE / "en")
+    c.CourseDirectory.course_id = "shousi-transformer-en"
+    c.CsvExportPlugin.to = str(COURSE / "en" / "grades.csv")  # `nbgrader export`: beside the Chinese class's
+
 # The exchange (release_assignment, fetch, submit, collect, the Assignment List) is a git-ignored
 # folder of the course, so one person's `make lab` works out of the box. A JupyterHub class shares
 # one system-wide folder instead: set it here and in the students' config (docs/INSTRUCTOR.md).
@@ -68,11 +82,15 @@ c.ResilientExecute.timeout_after_hang = 20
 # A learner who deletes a graded cell gets it back (and its score) instead of a manual-grade hole.
 c.OverwriteCells.add_missing_cells = True
 
-# The stub that replaces every ### BEGIN/END SOLUTION region (also in notebooks/, via tools/build.py).
+# The stub that replaces every ### BEGIN/END SOLUTION region (also in notebooks/ and notebooks/en/, via
+# tools/build.py): bilingual in the Chinese edition, English in the English one.
 c.ClearSolutions.code_stub = {
-    "python": "# YOUR CODE HERE / 在这里写你的代码\n"
-    'raise NotImplementedError("待实现：请按上面的说明完成这一段 / '
-    'Not implemented yet: follow the instructions above")',
+    "python": {
+        "zh": "# YOUR CODE HERE / 在这里写你的代码\n"
+        'raise NotImplementedError("待实现：请按上面的说明完成这一段 / '
+        'Not implemented yet: follow the instructions above")',
+        "en": '# YOUR CODE HERE\nraise NotImplementedError("Not implemented yet: follow the instructions above")',
+    }[EDITION],
 }
 
 # Autograding that survives broken and hostile submissions (grader/hardening.py, run in the

@@ -204,84 +204,74 @@ def subword_nmt_encode_v02(word, merges):
 
 # ---------------------------------------------------------------- training pieces (chapter 08)
 
-class CS336AdamW:
-    """vyvy3n/cs336-hw1 cs336_basics/training/AdamW.py (a CS336 assignment 1 solution): ``step_size
-    = lr * sqrt(1 - beta2^t) / (1 - beta1^t)``, ``p -= step_size * m / (sqrt(v) + eps)`` (eps added
-    to the uncorrected sqrt(v), the Adam paper's "efficient" form), then ``p -= lr * wd * p`` on the
-    updated p. Adapted: a plain class with the contract's ``lr`` attribute read in ``step`` instead of
-    a ``torch.optim.Optimizer`` with ``param_groups`` (that contract is not this course's), ``betas``
-    instead of ``beta1``/``beta2``; ``.data`` kept."""
+class CS336AdamW(torch.optim.Optimizer):
+    """vyvy3n/cs336-hw1 cs336_basics/training/AdamW.py (a CS336 assignment 1 solution): a
+    ``torch.optim.Optimizer`` reading each group's settings; ``step_size = lr * sqrt(1 - beta2^t) /
+    (1 - beta1^t)``, ``p -= step_size * m / (sqrt(v) + eps)`` (eps added to the uncorrected sqrt(v), the
+    Adam paper's "efficient" form), then ``p -= lr * wd * p`` on the updated p. Adapted: ``betas``
+    instead of ``beta1``/``beta2``, the argument checks and the closure left out; ``.data`` kept. (Before
+    the contract became an Optimizer, this entry was a plain class with an ``lr`` attribute.)"""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = {}
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
     def step(self):
-        lr, (beta1, beta2), eps, weight_decay = self.lr, self.betas, self.eps, self.weight_decay
-        for p in self.params:
-            if p.grad is None:
-                continue
-            grad = p.grad.data
-            state = self.state.setdefault(p, {})
-            if len(state) == 0:
-                state["step"] = 0
-                state["m"] = torch.zeros_like(p.data)
-                state["v"] = torch.zeros_like(p.data)
-            state["step"] += 1
-            step = state["step"]
-            state["m"] = beta1 * state["m"] + (1 - beta1) * grad
-            state["v"] = beta2 * state["v"] + (1 - beta2) * (grad * grad)
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            adjusted_lr = lr * (bias_correction2 ** 0.5) / bias_correction1
-            p.data = p.data - adjusted_lr * state["m"] / (torch.sqrt(state["v"]) + eps)
-            if weight_decay > 0:
-                p.data = p.data - lr * weight_decay * p.data
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad.data
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["m"] = torch.zeros_like(p.data)
+                    state["v"] = torch.zeros_like(p.data)
+                state["step"] += 1
+                step = state["step"]
+                state["m"] = beta1 * state["m"] + (1 - beta1) * grad
+                state["v"] = beta2 * state["v"] + (1 - beta2) * (grad * grad)
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                adjusted_lr = lr * (bias_correction2 ** 0.5) / bias_correction1
+                p.data = p.data - adjusted_lr * state["m"] / (torch.sqrt(state["v"]) + eps)
+                if weight_decay > 0:
+                    p.data = p.data - lr * weight_decay * p.data
 
 
-class TimmAdamW:
+class TimmAdamW(torch.optim.Optimizer):
     """huggingface/pytorch-image-models timm/optim/adamw.py ``AdamWLegacy`` (``_single_tensor_adamw``,
-    no amsgrad/caution/maximize): ``p *= 1 - lr * wd``, moments, ``denom = sqrt(v) / sqrt(bc2) + eps``,
-    ``p -= lr / bc1 * m / denom``. Adapted: a plain class with the contract's ``lr`` attribute instead
-    of ``param_groups``."""
+    no amsgrad/caution/maximize): a ``torch.optim.Optimizer``; ``p *= 1 - lr * wd``, moments,
+    ``denom = sqrt(v) / sqrt(bc2) + eps``, ``p -= lr / bc1 * m / denom``. Adapted: the closure and the
+    options left out. (Before the contract became an Optimizer, a plain class with an ``lr`` attribute.)"""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = {}
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self):
-        beta1, beta2 = self.betas
-        for param in self.params:
-            if param.grad is None:
-                continue
-            grad = param.grad
-            state = self.state.setdefault(param, {})
-            if len(state) == 0:
-                state["step"] = 0
-                state["exp_avg"] = torch.zeros_like(param)
-                state["exp_avg_sq"] = torch.zeros_like(param)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            state["step"] += 1
-            param.mul_(1. - self.lr * self.weight_decay)
-            exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            step = state["step"]
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = self.lr / bias_correction1
-            denom = (exp_avg_sq.sqrt() / bias_correction2 ** 0.5).add_(self.eps)
-            param.addcdiv_(exp_avg, denom, value=-step_size)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                grad = param.grad
+                state = self.state[param]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(param)
+                    state["exp_avg_sq"] = torch.zeros_like(param)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                state["step"] += 1
+                param.mul_(1. - group["lr"] * group["weight_decay"])
+                exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step = state["step"]
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2 = 1 - beta2 ** step
+                step_size = group["lr"] / bias_correction1
+                denom = (exp_avg_sq.sqrt() / bias_correction2 ** 0.5).add_(group["eps"])
+                param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 def cs336_gradient_clipping(parameters, max_norm, eps=1e-6):
@@ -346,64 +336,62 @@ def torchtune_cosine_lr(step, max_lr, warmup_steps, max_steps, min_lr=0.0):
     return max_lr * lr_lambda(step)
 
 
-class CS336AdamWDecayFirst:
+class CS336AdamWDecayFirst(torch.optim.Optimizer):
     """A CS336 assignment 1 solution (public GitHub, found by its line ``p.data -= lr * weight_decay *
     p.data``): ``alpha_t = lr * sqrt(1 - b2^t) / (1 - b1^t)``, decay ``p -= lr * wd * p`` first, then
     ``p -= alpha_t * m / (sqrt(v) + eps)`` (eps on the uncorrected sqrt(v)). Adapted as ``CS336AdamW``."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = {}
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def step(self):
-        lr, weight_decay, eps = self.lr, self.weight_decay, self.eps
-        beta_1, beta_2 = self.betas
-        for p in self.params:
-            if p.grad is None:
-                continue
-            state = self.state.setdefault(p, {})
-            if not state:
-                state["m"] = torch.zeros_like(p)
-                state["v"] = torch.zeros_like(p)
-                state["t"] = 1
-            alpha_t = lr * math.sqrt(1 - beta_2 ** state["t"]) / (1 - beta_1 ** state["t"])
-            p.data -= lr * weight_decay * p.data
-            state["m"] = beta_1 * state["m"] + (1 - beta_1) * p.grad
-            state["v"] = beta_2 * state["v"] + (1 - beta_2) * p.grad ** 2
-            p.data -= alpha_t * state["m"] / (torch.sqrt(state["v"]) + eps)
-            state["t"] += 1
+        for group in self.param_groups:
+            lr, weight_decay, eps = group["lr"], group["weight_decay"], group["eps"]
+            beta_1, beta_2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["m"] = torch.zeros_like(p)
+                    state["v"] = torch.zeros_like(p)
+                    state["t"] = 1
+                alpha_t = lr * math.sqrt(1 - beta_2 ** state["t"]) / (1 - beta_1 ** state["t"])
+                p.data -= lr * weight_decay * p.data
+                state["m"] = beta_1 * state["m"] + (1 - beta_1) * p.grad
+                state["v"] = beta_2 * state["v"] + (1 - beta_2) * p.grad ** 2
+                p.data -= alpha_t * state["m"] / (torch.sqrt(state["v"]) + eps)
+                state["t"] += 1
 
 
-class CS336AdamWStateGet:
+class CS336AdamWStateGet(torch.optim.Optimizer):
     """A CS336 assignment 1 solution (public GitHub, ``state.get("t", 1)`` style): ``lr_t = lr *
     sqrt(1 - b2^t) / (1 - b1^t)``, ``p -= lr_t * m / (sqrt(v) + eps)``, then ``p -= lr * wd * p``.
     Adapted as ``CS336AdamW``."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = {}
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def step(self):
-        lr, eps, weight_decay = self.lr, self.eps, self.weight_decay
-        b1, b2 = self.betas
-        for p in self.params:
-            if p.grad is None:
-                continue
-            state = self.state.setdefault(p, {})
-            t = state.get("t", 1)
-            m = state.get("m", torch.zeros_like(p.data))
-            v = state.get("v", torch.zeros_like(p.data))
-            g = p.grad.data
-            m = b1 * m + (1 - b1) * g
-            v = b2 * v + (1 - b2) * g ** 2
-            lr_t = lr * math.sqrt((1 - b2 ** t)) / (1 - b1 ** t)  # noqa: UP034 (the source's parentheses)
-            p.data -= lr_t * m / (torch.sqrt(v) + eps)
-            p.data -= lr * weight_decay * p.data
-            state["t"] = t + 1
-            state["m"] = m
-            state["v"] = v
+        for group in self.param_groups:
+            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                t = state.get("t", 1)
+                m = state.get("m", torch.zeros_like(p.data))
+                v = state.get("v", torch.zeros_like(p.data))
+                g = p.grad.data
+                m = b1 * m + (1 - b1) * g
+                v = b2 * v + (1 - b2) * g ** 2
+                lr_t = lr * math.sqrt((1 - b2 ** t)) / (1 - b1 ** t)  # noqa: UP034 (the source's parentheses)
+                p.data -= lr_t * m / (torch.sqrt(v) + eps)
+                p.data -= lr * weight_decay * p.data
+                state["t"] = t + 1
+                state["m"] = m
+                state["v"] = v
 
 
 def cs336_lr_cosine_schedule(step, max_lr, warmup_steps, max_steps, min_lr=0.0):

@@ -53,59 +53,59 @@ def clip_python_sum(parameters, max_norm):
     return total
 
 
-class AdamWDictState:
-    """State in a dict keyed by parameter, PyTorch's layout for the update (denominator first)."""
+class AdamWDictState(torch.optim.Optimizer):
+    """PyTorch's layout for the update (denominator first, lerp_, addcdiv_); the state made the first time a
+    parameter has a gradient, ``self.state[p].setdefault``."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = {}
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+        super().__init__(params, defaults)
 
     def step(self):
-        beta1, beta2 = self.betas
         with torch.no_grad():
-            for p in self.params:
+            for group in self.param_groups:
+                beta1, beta2 = group["betas"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    s = self.state[p]
+                    s.setdefault("step", 0)
+                    s.setdefault("m", torch.zeros_like(p))
+                    s.setdefault("v", torch.zeros_like(p))
+                    s["step"] += 1
+                    p.mul_(1 - group["lr"] * group["weight_decay"])
+                    s["m"].lerp_(p.grad, 1 - beta1)
+                    s["v"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                    bias1, bias2 = 1 - beta1 ** s["step"], 1 - beta2 ** s["step"]
+                    denom = (s["v"].sqrt() / math.sqrt(bias2)).add_(group["eps"])
+                    p.addcdiv_(s["m"], denom, value=-group["lr"] / bias1)
+
+
+class AdamWOutOfPlace(torch.optim.Optimizer):
+    """State built for every parameter in ``__init__``, moments rebuilt as new tensors each step; the parameter
+    updated through .data."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        for group in self.param_groups:
+            for p in group["params"]:
+                self.state[p] = {"steps": 0, "moments": (torch.zeros_like(p), torch.zeros_like(p))}
+
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
                 if p.grad is None:
                     continue
-                s = self.state.setdefault(p, {"step": 0, "m": torch.zeros_like(p), "v": torch.zeros_like(p)})
-                s["step"] += 1
-                p.mul_(1 - self.lr * self.weight_decay)
-                s["m"].lerp_(p.grad, 1 - beta1)
-                s["v"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                bias1, bias2 = 1 - beta1 ** s["step"], 1 - beta2 ** s["step"]
-                denom = (s["v"].sqrt() / math.sqrt(bias2)).add_(self.eps)
-                p.addcdiv_(s["m"], denom, value=-self.lr / bias1)
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-
-class AdamWOutOfPlace:
-    """Moments rebuilt as new tensors each step; the parameter updated through .data."""
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.steps = 0
-        self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in self.params]
-
-    def step(self):
-        self.steps += 1
-        b1, b2 = self.betas
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            g = p.grad.detach()
-            m, v = self.moments[i]
-            m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
-            self.moments[i] = (m, v)
-            update = (m / (1 - b1 ** self.steps)) / ((v / (1 - b2 ** self.steps)).sqrt() + self.eps)
-            p.data = p.data - self.lr * self.weight_decay * p.data - self.lr * update
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+                g = p.grad.detach()
+                state = self.state[p]
+                m, v = state["moments"]
+                m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
+                state["steps"] += 1
+                state["moments"] = (m, v)
+                t = state["steps"]
+                update = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + group["eps"])
+                p.data = p.data - group["lr"] * group["weight_decay"] * p.data - group["lr"] * update
 
 
 CASES = [

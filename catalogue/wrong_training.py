@@ -71,7 +71,7 @@ def clip_squared(parameters, max_norm):
     return total
 
 
-class _AdamW:
+class _AdamW(torch.optim.Optimizer):
     """AdamW with switches for one classic mistake at a time."""
     l2 = False
     corrected = True
@@ -80,42 +80,43 @@ class _AdamW:
     eps_uncorrected = False
     decay_after = False
     skip_none = True
+    decay_from_group = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.t = 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    def _lr(self, group):
+        return group["lr"]
 
     @torch.no_grad()
     def step(self):
-        self.t += 1
-        b1, b2 = self.betas
-        for p, m, v in zip(self.params, self.m, self.v):
-            if p.grad is None and self.skip_none:
-                continue
-            g = p.grad
-            decay = 1 - (self.lr * self.weight_decay if self.decay_lr else self.weight_decay)
-            if self.l2:
-                g = g + self.weight_decay * p
-            elif not self.decay_after:
-                p.mul_(decay)
-            m.mul_(b1).add_((1 - b1) * g)
-            v.mul_(b2).add_((1 - b2) * g * g)
-            m_hat = m / (1 - b1 ** self.t) if self.corrected else m
-            v_hat = v / (1 - b2 ** self.t) if self.corrected else v
-            if self.eps_uncorrected:
-                step = self.lr * math.sqrt(1 - b2 ** self.t) / (1 - b1 ** self.t)
-                p.sub_(step * m / (v.sqrt() + self.eps))
-            else:
-                p.sub_(self.lr * m_hat / ((v_hat + self.eps).sqrt() if self.eps_inside else v_hat.sqrt() + self.eps))
-            if self.decay_after:
-                p.mul_(decay)
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+        for group in self.param_groups:
+            lr, (b1, b2), eps = self._lr(group), group["betas"], group["eps"]
+            weight_decay = group["weight_decay"] if self.decay_from_group else self.defaults["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None and self.skip_none:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                state["t"] += 1
+                t, m, v, g = state["t"], state["m"], state["v"], p.grad
+                decay = 1 - (lr * weight_decay if self.decay_lr else weight_decay)
+                if self.l2:
+                    g = g + weight_decay * p
+                elif not self.decay_after:
+                    p.mul_(decay)
+                m.mul_(b1).add_((1 - b1) * g)
+                v.mul_(b2).add_((1 - b2) * g * g)
+                m_hat = m / (1 - b1 ** t) if self.corrected else m
+                v_hat = v / (1 - b2 ** t) if self.corrected else v
+                if self.eps_uncorrected:
+                    step = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                    p.sub_(step * m / (v.sqrt() + eps))
+                else:
+                    p.sub_(lr * m_hat / ((v_hat + eps).sqrt() if self.eps_inside else v_hat.sqrt() + eps))
+                if self.decay_after:
+                    p.mul_(decay)
 
 
 class AdamL2(_AdamW):
@@ -146,6 +147,48 @@ class AdamWNoneGradCrash(_AdamW):
     skip_none = False  # bug: g = p.grad is None for a frozen parameter, m.mul_(b1).add_(None) raises
 
 
+class AdamWLrFromInit(_AdamW):
+    """The lr kept as an attribute at construction, as a plain optimizer class keeps it."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)
+        self.lr = lr
+
+    def _lr(self, group):
+        return self.lr  # bug: a scheduler sets group["lr"], never self.lr
+
+
+class AdamWDecayFromDefaults(_AdamW):
+    decay_from_group = False  # bug: self.defaults["weight_decay"] for every group
+
+
+class AdamWPlainClass:
+    """The update right, but a plain class with an lr attribute: no param groups, no scheduler takes it."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):  # bug: not an Optimizer
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.t = 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            p.mul_(1 - self.lr * self.weight_decay)
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            p.sub_(self.lr * (m / (1 - b1 ** self.t)) / ((v / (1 - b2 ** self.t)).sqrt() + self.eps))
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+
 def clip_returns_nothing(parameters, max_norm):
     grads = [p.grad for p in parameters if p.grad is not None]
     total = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
@@ -170,5 +213,8 @@ CASES = [
     ("AdamW", AdamWEpsOnUncorrectedV, "adamw_eps_uncorrected_v"),
     ("AdamW", AdamWDecayAfterUpdate, "adamw_decay_after_update"),
     ("AdamW", AdamWNoneGradCrash, "adamw_grad_none_crash"),
+    ("AdamW", AdamWLrFromInit, "adamw_lr_ignored"),
+    ("AdamW", AdamWDecayFromDefaults, "adamw_group_decay_ignored"),
+    ("AdamW", AdamWPlainClass, "adamw_not_an_optimizer"),
     ("clip_grad_norm", clip_returns_nothing, "clip_returns_none"),
 ]

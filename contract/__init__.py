@@ -154,9 +154,11 @@ COMPONENTS = (
        "gradients scaled in place by `max_norm / (total + 1e-6)` when their global L2 norm exceeds `max_norm` "
        "-> the norm before clipping", "parameters, max_norm"),
     _c("AdamW", "08", "training", "graded",
-       "AdamW: decoupled weight decay, bias-corrected moments; `lr` settable between steps",
-       "params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01", methods={"step": "", "zero_grad": ""}),
-    _c("train_gpt", "08", "gpt_data", "provided", "the chapter's AdamW, warmup then cosine decay, clipping",
+       "a `torch.optim.Optimizer` subclass: decoupled weight decay, bias-corrected moments; settings read from "
+       "each param group at every step (schedulers work), a parameter without `.grad` skipped",
+       "params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01", methods={"step": ""}),
+    _c("train_gpt", "08", "gpt_data", "provided",
+       "the chapter's AdamW with two param groups (decay on matrices only), warmup then cosine decay, clipping",
        "model, train_data, val_data, *, block_size, batch_size=32, max_steps=600, lr=0.003, warmup=50, "
        "eval_every=50, seed=0, progress=True"),
     _c("repeat_kv", "08", "llm", "graded", "(B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), each KV head repeated in place",

@@ -6,6 +6,9 @@ Runs in the nbgrader process (``configure(c)`` in ``nbgrader_config.py``), never
   MathML with ``latex2mathml``, which every current browser draws by itself; the feedback template
   ``feedback_offline`` (in ``feedback_templates/``) is nbgrader's own without the MathJax script it
   would fetch from a CDN. Math that ``latex2mathml`` cannot convert stays as TeX in a code span.
+- ``SealedFeedback`` (``generate_feedback``): the page keeps the scores and the course's own verdict lines,
+  nothing the kernel produced; in the English class (``COURSE_LANG=en``, nbgrader_config.py) every line it
+  writes is English only, through ``tutor.lang`` as in the learner's kernel.
 - ``QuietOverwriteCells`` (``autograde``): nbgrader's ``OverwriteCells`` warns "Attribute 'checksum'
   for cell … has changed!" for every graded cell with hidden tests, because the released cell
   (hidden tests removed) never has the checksum of the source cell it is restored from. That
@@ -22,6 +25,8 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat.v4 import new_markdown_cell, new_output
 from nbgrader.api import MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades, OverwriteCells
+
+from tutor.lang import english_only
 
 TEMPLATES = Path(__file__).resolve().parent / "feedback_templates"
 TEMPLATE_NAME = "feedback_offline"
@@ -61,15 +66,27 @@ class OfflineMath(Preprocessor):
         return cell, resources
 
 
+# The page's fixed lines, (中文, English): both in the Chinese class, English only in the English one (say()).
 SEALED_NOTE = ("**这份反馈只显示分数和诊断。** 你的代码在评分时打印、画出或写入的内容都不会出现在这里；想看完整的诊断"
-               "（哪个用例、最大误差），在自己的笔记本里运行检查单元。 / **This feedback shows scores and diagnoses "
-               "only.** Nothing your code printed, drew or wrote while being graded appears here; for the full "
-               "diagnosis (which case, the largest error), run the check cells in your own notebook.")
-PASSED = "✅ 通过 / passed"
-FAILED = "❌ 未通过 / did not pass"
-NOT_IMPLEMENTED = "❌ 尚未实现 / not implemented yet"
-TIMED_OUT_SHORT = "❌ 超时，已被中断 / timed out and interrupted"
-OUT_OF_MEMORY_SHORT = "❌ 内存超限 / out of memory"
+               "（哪个用例、最大误差），在自己的笔记本里运行检查单元。",
+               "**This feedback shows scores and diagnoses only.** Nothing your code printed, drew or wrote while "
+               "being graded appears here; for the full diagnosis (which case, the largest error), run the check "
+               "cells in your own notebook.")
+PASSED = ("通过", "passed")  # after ✅; the others after ❌
+FAILED = ("未通过", "did not pass")
+NOT_IMPLEMENTED = ("尚未实现", "not implemented yet")
+TIMED_OUT_SHORT = ("超时，已被中断", "timed out and interrupted")
+OUT_OF_MEMORY_SHORT = ("内存超限", "out of memory")
+
+
+def say(line):
+    """A line of the page: a pair ``(中文, English)`` as ``中文 / English``, or a bilingual literal of the course's
+    tables as it is; English only in the English class (``tutor.lang``, ``COURSE_LANG=en``)."""
+    from tutor import lang
+
+    return lang.pick(*line) if isinstance(line, tuple) else lang.text(line)
+
+
 DIAGNOSIS_ID = re.compile(r"\[([a-z][a-z0-9_]*)\]")
 
 
@@ -109,7 +126,7 @@ class SealedFeedback(Preprocessor):
             if cell.metadata.get("nbgrader", {}).get("grade"):
                 text = "\n".join(verdict_lines(classify(outputs), [o.evalue for o in trusted.outputs]))
                 cell.outputs = [new_output("stream", name="stdout", text=text + "\n")]
-        nb.cells.insert(0, new_markdown_cell(SEALED_NOTE))
+        nb.cells.insert(0, new_markdown_cell(say(SEALED_NOTE)))
         return nb, resources
 
 
@@ -152,13 +169,19 @@ def classify(outputs):
         kind = "timeout"
     elif MEMORY_ERRORS.search(text):
         kind = "memory"
-    elif "尚未实现" in text or "NotImplementedError" in text:
+    elif NOT_IMPLEMENTED[0] in text or NOT_IMPLEMENTED[1] in text or "NotImplementedError" in text:
         kind = "not_implemented"
     else:
         kind = "failed"
+    reference = (REFERENCE_MESSAGE.split("（")[0], english_only(REFERENCE_MESSAGE).split(" (")[0])  # either edition
+    forbidden = tuple(n for n in FORBIDDEN_BUILTINS.values() if _reported(FORBIDDEN_MESSAGE.format(what=n), reports))
     return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in _known_mistakes())),
-                   tuple(n for n in FORBIDDEN_BUILTINS.values() if FORBIDDEN_MESSAGE.format(what=n) in reports),
-                   REFERENCE_MESSAGE.split("（")[0] in reports)
+                   forbidden, any(words in reports for words in reference))
+
+
+def _reported(line, reports):
+    """``line`` (bilingual) is in ``reports`` as the Chinese edition's kernel writes it or as the English one's."""
+    return line in reports or english_only(line).strip() in reports
 
 
 def verdict_lines(verdict, audit_lines=()):
@@ -169,13 +192,14 @@ def verdict_lines(verdict, audit_lines=()):
     from tutor.mistakes import explain
 
     if verdict.kind == "passed" and not audit_lines:
-        return [PASSED]
-    lines = list(audit_lines)
-    lines += {"kernel_lost": [f"❌ {KERNEL_LOST}"], "timeout": [TIMED_OUT_SHORT], "memory": [OUT_OF_MEMORY_SHORT],
-              "not_implemented": [NOT_IMPLEMENTED], "failed": [FAILED]}.get(verdict.kind, [])
-    lines += [f"❌ {FORBIDDEN_MESSAGE.format(what=name)}" for name in verdict.forbidden]
+        return [f"✅ {say(PASSED)}"]
+    lines = [say(line) for line in audit_lines]
+    lines += [f"❌ {say(line)}" for line in {"kernel_lost": [KERNEL_LOST], "timeout": [TIMED_OUT_SHORT],
+                                            "memory": [OUT_OF_MEMORY_SHORT], "not_implemented": [NOT_IMPLEMENTED],
+                                            "failed": [FAILED]}.get(verdict.kind, [])]
+    lines += [f"❌ {say(FORBIDDEN_MESSAGE.format(what=name))}" for name in verdict.forbidden]
     if verdict.reference:
-        lines.append(f"❌ {REFERENCE_MESSAGE.format(what='solutions')}")
+        lines.append(f"❌ {say(REFERENCE_MESSAGE.format(what='solutions'))}")
     return lines + [explain(m) for m in verdict.mistakes]
 
 

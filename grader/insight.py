@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from grader.findings import read
-from tutor.lang import bilingual
+from tutor.lang import bilingual, english
 
 TROUBLE = ("timeout", "memory", "kernel_lost", "voided")  # the kinds whose students the report lists
 TEXT = {  # key -> (中文, English)
@@ -227,7 +227,8 @@ def load(course, chosen, lang):
     if not (course / "nbgrader_config.py").exists():
         raise ReportError(say("no_course", lang))
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
-    url = CourseDirectory(config=config, root=str(course)).db_url
+    # the class's own folder: en/ for the English class (COURSE_LANG=en, nbgrader_config.py), else the course's
+    url = CourseDirectory(config=config, root=config.CourseDirectory.get("root", str(course))).db_url
     try:
         engine = create_engine(url)
     except (SQLAlchemyError, ImportError) as error:  # a malformed URL, a database driver not installed
@@ -263,7 +264,8 @@ def main(argv=None):
     parser.add_argument("--html", metavar="FILE", help="write the report as one offline HTML page")
     parser.add_argument("--csv", metavar="FILE", help="write one row per student and graded cell")
     parser.add_argument("--anonymous", action="store_true", help="no student ids or names (to show the class)")
-    parser.add_argument("--lang", choices=("zh", "en"), default="zh", help="zh: 中文 / English (default); en: English")
+    parser.add_argument("--lang", choices=("zh", "en"), default="en" if english() else "zh",
+                        help="zh: 中文 / English; en: English (default in the English class, COURSE_LANG=en)")
     args = parser.parse_args(argv)
     course = Path.cwd().resolve()
     try:

@@ -30,7 +30,7 @@
 # | `GPTBlock` | `gpt_block_matches_reference` | Pre-LN：RMSNorm → 注意力 → 残差 → RMSNorm → SwiGLU → 残差 | 3 |
 # | `GPT` | `gpt_matches_reference` | 嵌入、N 个块、末层 RMSNorm、输出层（可共享权重）、因果掩码 | 3 |
 # | `warmup_cosine_lr`、`clip_grad_norm` | `lr_schedule_and_clipping` | 与 PyTorch 的调度器、`clip_grad_norm_` 相同；按全局范数裁剪 | 3 |
-# | `AdamW` | `adamw_matches_torch` | 与 `torch.optim.AdamW` 逐步相同：解耦的权重衰减、偏差修正 | 3 |
+# | `AdamW` | `adamw_matches_torch` | 一个 `torch.optim.Optimizer`，与 `torch.optim.AdamW` 逐步相同：参数组、解耦的权重衰减、偏差修正 | 3 |
 #
 # 全章只用 CPU。在 2 核 CPU 上，第 7 节的训练单元格要跑几分钟（有进度条），其余单元格合计一两分钟。
 
@@ -438,39 +438,51 @@ except NotImplementedError:
 #   $\theta \leftarrow \theta - \eta\lambda\theta$（先衰减，再按上式更新），与 $m$、$v$ 无关。这与 PyTorch 的 `torch.optim.AdamW` 相同。
 # - $\epsilon$ 加在 $\sqrt{\hat v}$ **外面**；放进根号里，梯度很小时步长差很多。
 #
-# 本章训练时，矩阵（嵌入、线性层）衰减 $\lambda = 0.1$，向量（RMSNorm 的权重）不衰减：PyTorch 用参数组（param groups）做这件事，
-# 这里简单地建两个 `AdamW`。
+# **写成一个真正的优化器。** 和 PyTorch 自己的优化器、CS336 作业 1 一样，`AdamW` 继承 `torch.optim.Optimizer`。
+# `__init__` 只有一行：把四个超参放进字典 `defaults`，交给 `super().__init__(params, defaults)`，
+# 它把参数整理成**参数组**（param groups）`self.param_groups`：一个字典列表，每个字典有 `"params"`（这一组的张量）
+# 和这一组的 `lr`、`betas`、`eps`、`weight_decay`（组里没写的取构造时的值）。
+# `self.state[p]` 是每个参数自己的状态字典，一开始是空的：$m$、$v$ 和这个参数走过的步数 $t$ 就存在这里。
+# `zero_grad()` 继承自 `Optimizer`（把 `.grad` 设为 `None`），不用写。
 #
-# 练习 7：写 `AdamW`（`__init__` 里建好状态，`step()` 原地更新每个有 `.grad` 的参数，`zero_grad()` 把梯度设为 `None`；
-# 学习率是属性 `lr`，训练循环每步改它）。
+# 参数组让不同的参数用不同的超参。本章训练时，矩阵（嵌入、线性层）衰减 $\lambda = 0.1$，向量（RMSNorm 的权重）不衰减：
+# 一个优化器，两个参数组，
+# `AdamW([{"params": 矩阵, "weight_decay": 0.1}, {"params": 向量, "weight_decay": 0.0}], lr=..., betas=(0.9, 0.95))`。
+# 学习率调度也经过参数组：训练循环（或 `torch.optim.lr_scheduler.LambdaLR` 这样的调度器）在两步之间改的是每个组的
+# `group["lr"]`。所以 `step()` 每一步都要从组里读超参；在 `__init__` 里存一份 `self.lr` 一直用，调度就失效了。
+#
+# 练习 7：写 `AdamW` 的 `__init__`（上面那一行）和 `step()`。`step()` 遍历 `self.param_groups`，从每个组读 `lr`、`betas`、
+# `eps`、`weight_decay`；跳过 `.grad` 为 `None` 的参数（冻结的、这一步没用到的）；一个参数第一次更新时，
+# 在 `self.state[p]` 里建好全 0 的 $m$、$v$ 和步数，然后按上面的式子原地更新。
 
 # %% exercise="AdamW"
 
 # %% grade_id="adamw_matches_torch" points=3 check="AdamW:AdamW"
-# Visible tests: three steps against torch.optim.AdamW, with the learning rate changed in between.
+# Visible tests: two param groups (their own lr and weight_decay) and a LambdaLR, three steps against torch.optim.AdamW.
 torch.manual_seed(6)
 _mine = [torch.randn(3, 4, dtype=torch.float64, requires_grad=True), torch.randn(4, dtype=torch.float64, requires_grad=True)]
 _theirs = [_p.detach().clone().requires_grad_(True) for _p in _mine]
-_opt_mine = AdamW(_mine, lr=0.01, betas=(0.9, 0.95), weight_decay=0.1)
-_opt_theirs = torch.optim.AdamW(_theirs, lr=0.01, betas=(0.9, 0.95), weight_decay=0.1)
-for _lr in (0.01, 0.03, 0.02):
-    _opt_mine.lr = _lr
-    _opt_theirs.param_groups[0]["lr"] = _lr
+_opt_mine = AdamW([{"params": _mine[:1]}, {"params": _mine[1:], "lr": 0.02, "weight_decay": 0.0}],
+                  lr=0.01, betas=(0.9, 0.95), weight_decay=0.1)
+assert isinstance(_opt_mine, torch.optim.Optimizer), "AdamW 应继承 torch.optim.Optimizer / AdamW must subclass torch.optim.Optimizer"
+_opt_theirs = torch.optim.AdamW([{"params": _theirs[:1]}, {"params": _theirs[1:], "lr": 0.02, "weight_decay": 0.0}],
+                                lr=0.01, betas=(0.9, 0.95), weight_decay=0.1)
+_schedules = [torch.optim.lr_scheduler.LambdaLR(_o, lambda _k: (1.0, 3.0, 2.0)[min(_k, 2)]) for _o in (_opt_mine, _opt_theirs)]
+for _k in range(3):
     for _p, _q in zip(_mine, _theirs):
         _p.grad = torch.randn(_p.shape, dtype=torch.float64)
         _q.grad = _p.grad.clone()
-    _opt_mine.step()
-    _opt_theirs.step()
+    for _o, _schedule in zip((_opt_mine, _opt_theirs), _schedules):
+        _o.step()
+        _schedule.step()                                                   # sets group["lr"] for the next step
     assert all(torch.allclose(_p, _q, atol=1e-10) for _p, _q in zip(_mine, _theirs)), \
-        f"lr={_lr} 这一步之后与 torch.optim.AdamW 不同 / differs from torch.optim.AdamW after the step with lr={_lr}"
-_opt_mine.zero_grad()
-assert all(_p.grad is None for _p in _mine), "zero_grad 应把 .grad 设为 None / zero_grad must set .grad to None"
+        f"第 {_k + 1} 步之后与 torch.optim.AdamW 不同（两个参数组、LambdaLR）/ differs from torch.optim.AdamW after step {_k + 1} (two param groups, LambdaLR)"
 
 # %% [markdown]
 # ## 7. 训练
 #
-# 下面提供的 `train_gpt` 是第 07 章那样的训练循环，用的正是你在第 6 节写的三个零件（读一读它：每步 `zero_grad`、前向、
-# `backward`、`clip_grad_norm`、按 `warmup_cosine_lr` 设好 `lr`、`step`）。
+# 下面提供的 `train_gpt` 是第 07 章那样的训练循环，用的正是你在第 6 节写的三个零件（读一读它：一个 `AdamW`、两个参数组；
+# 每步 `zero_grad`、前向、`backward`、`clip_grad_norm`、按 `warmup_cosine_lr` 给每个参数组设好 `lr`、`step`）。
 #
 # 配置：$d = 128$，4 个查询头、2 个 K/V 头，$d_{ff} = 344$，3 层，输出层不与嵌入共享，没有 dropout；
 # 窗口长 80（一首七律连标点 64 个字符，窗口要装得下整首诗和它前面的换行，

@@ -117,8 +117,8 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
               warmup=50, eval_every=50, seed=0, progress=True):
     """Train ``model`` (``model(idx) -> logits (B, T, V)``) on random windows of ``train_data``.
 
-    The three pieces of chapter 08: ``AdamW`` (betas 0.9/0.95; weight decay 0.1 on matrices, none
-    on vectors: two optimisers, where PyTorch would use two parameter groups), the learning rate
+    The three pieces of chapter 08: ``AdamW`` (betas 0.9/0.95; two parameter groups: weight decay
+    0.1 on matrices, none on vectors), the learning rate
     ``warmup_cosine_lr`` (``warmup`` steps, then cosine decay to 10 % of ``lr``), gradients clipped
     by ``clip_grad_norm`` at a global norm of 1. Batches come from their own ``torch.Generator``
     seeded with ``seed``. Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores
@@ -133,8 +133,9 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
     from tqdm import tqdm
 
     gen = torch.Generator().manual_seed(seed)
-    optimizers = [AdamW([p for p in model.parameters() if p.dim() >= 2], lr=lr, betas=(0.9, 0.95), weight_decay=0.1),
-                  AdamW([p for p in model.parameters() if p.dim() < 2], lr=lr, betas=(0.9, 0.95), weight_decay=0.0)]
+    optimizer = AdamW([{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+                       {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
+                      lr=lr, betas=(0.9, 0.95))
     history = {"loss": [], "evals": [], "val_loss": float("nan"), "steps": 0, "seconds": 0.0}
     start = time.perf_counter()
     bar = tqdm(range(max_steps), desc="train", disable=not progress, mininterval=1.0, ascii=True,
@@ -144,13 +145,12 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
         x, y = next_token_batch(train_data, block_size, batch_size, gen)  # (B, T), (B, T)
         logits = model(x)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))  # (B*T, V) vs (B*T,)
-        for optimizer in optimizers:
-            optimizer.zero_grad()
+        optimizer.zero_grad()
         loss.backward()
         clip_grad_norm(model.parameters(), 1.0)
-        for optimizer in optimizers:
-            optimizer.lr = warmup_cosine_lr(step, lr, warmup, max_steps, min_lr=0.1 * lr)
-            optimizer.step()
+        for group in optimizer.param_groups:
+            group["lr"] = warmup_cosine_lr(step, lr, warmup, max_steps, min_lr=0.1 * lr)
+        optimizer.step()
         history["loss"].append(loss.item())
         if (step + 1) % eval_every == 0 or step + 1 == max_steps:
             train_loss = estimate_loss(model, train_data, block_size)

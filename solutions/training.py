@@ -55,13 +55,22 @@ def clip_grad_norm(parameters, max_norm):
     ### END SOLUTION
 
 
-class AdamW:
+class AdamW(torch.optim.Optimizer):
     """AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"), as ``torch.optim.AdamW``.
 
-    ``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)``; ``params`` are
-    tensors (a list, or a generator such as ``model.parameters()``). ``lr`` is an attribute the
-    training loop may change before any step (the schedule). ``step()`` updates every parameter
-    that has a ``.grad``, in place, with ``t`` the number of steps taken so far, this one included:
+    A ``torch.optim.Optimizer``, written the way PyTorch and CS336 write one:
+    ``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)``, where ``params``
+    are tensors (a list, or a generator such as ``model.parameters()``) or parameter groups
+    (dicts such as ``{"params": [...], "weight_decay": 0.0}``; a setting a group leaves out is the
+    constructor's). ``__init__`` hands ``params`` and the four settings as a dict (the defaults) to
+    ``Optimizer.__init__``, which keeps the groups in ``self.param_groups``; ``self.state[p]``
+    (a dict per parameter, empty until its first step) holds that parameter's moments and step
+    count. ``zero_grad()`` is the inherited one (every ``.grad`` set to ``None``).
+
+    ``step()`` reads ``lr``, ``betas``, ``eps`` and ``weight_decay`` from each group at every step
+    (a schedule, or ``torch.optim.lr_scheduler.LambdaLR``, sets ``group["lr"]`` between steps) and
+    updates every parameter of the group that has a ``.grad``, in place (one without is skipped),
+    with ``t`` the number of steps that parameter has taken, this one included:
 
         p <- p - lr * weight_decay * p              (decoupled: the decay never enters m or v)
         m <- beta1 * m + (1 - beta1) * g            (first moment, starts at 0)
@@ -69,40 +78,36 @@ class AdamW:
         m_hat = m / (1 - beta1 ** t), v_hat = v / (1 - beta2 ** t)   (bias correction)
         p <- p - lr * m_hat / (sqrt(v_hat) + eps)
 
-    ``zero_grad()`` sets every parameter's ``.grad`` to ``None``.
-
-    中文：AdamW：权重衰减与梯度**解耦**（直接让参数乘 ``1 - lr * weight_decay``，不加进梯度），
-    一阶、二阶矩从 0 开始并做偏差修正（除以 ``1 - beta ** t``，t 从 1 数）。参数原地更新。
+    中文：AdamW 是一个 ``torch.optim.Optimizer`` 子类：``__init__`` 把四个超参组成字典交给
+    ``super().__init__(params, defaults)``，参数组就在 ``self.param_groups`` 里，每个参数的
+    状态（一阶、二阶矩和步数）在 ``self.state[p]`` 里；``step()`` 每一步都从各参数组读 ``lr`` 等超参
+    （调度器在两步之间改 ``group["lr"]``），跳过 ``.grad`` 为 ``None`` 的参数。权重衰减与梯度**解耦**
+    （直接让参数乘 ``1 - lr * weight_decay``，不加进梯度），一阶、二阶矩从 0 开始并做偏差修正（除以
+    ``1 - beta ** t``，t 从 1 数）。参数原地更新。
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
         ### BEGIN SOLUTION
-        self.t = 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
         ### END SOLUTION
 
     @torch.no_grad()
     def step(self):
         ### BEGIN SOLUTION
-        self.t += 1
-        beta1, beta2 = self.betas
-        for p, m, v in zip(self.params, self.m, self.v):
-            if p.grad is None:
-                continue
-            g = p.grad
-            p.mul_(1 - self.lr * self.weight_decay)  # decoupled weight decay
-            m.mul_(beta1).add_(g, alpha=1 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            m_hat = m / (1 - beta1 ** self.t)  # bias correction: m and v start at 0
-            v_hat = v / (1 - beta2 ** self.t)
-            p.sub_(self.lr * m_hat / (v_hat.sqrt() + self.eps))
-        ### END SOLUTION
-
-    def zero_grad(self):
-        ### BEGIN SOLUTION
-        for p in self.params:
-            p.grad = None
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, weight_decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:  # the first step of this parameter: moments start at 0
+                    state["t"], state["m"], state["v"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+                state["t"] += 1
+                t, m, v, g = state["t"], state["m"], state["v"], p.grad
+                p.mul_(1 - lr * weight_decay)  # decoupled weight decay
+                m.mul_(beta1).add_(g, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                m_hat = m / (1 - beta1 ** t)  # bias correction: m and v start at 0
+                v_hat = v / (1 - beta2 ** t)
+                p.sub_(lr * m_hat / (v_hat.sqrt() + eps))
         ### END SOLUTION

@@ -104,7 +104,8 @@ def visible_outcome(check, obj):
 # about; numbers are the hidden check's). A wrong entry may pass these visible tests; the learner still reads the
 # check's ❌ first, since every graded cell runs ``check(...)`` before its visible asserts (tutor.grading.test_cell).
 VISIBLE_WEAKER = {
-    "AdamW": "one step on one tensor, against torch.optim.AdamW's defaults only",
+    "AdamW": "three steps, two param groups and a LambdaLR against torch.optim.AdamW; tiny gradients (eps), "
+             "a parameter without .grad and more steps show in the check",
     "GroupedQueryAttention": "shapes, the cache layout and MHA/MQA ends; not RoPE's pairing or a fully masked row",
     "PreLNResidual": "shapes and the residual; not which norm",
     "RMSNorm": "the shape and nn.RMSNorm with default weights; eps placement and a weight of 1 + w show in the check",

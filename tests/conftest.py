@@ -7,6 +7,8 @@ Three rules for the whole suite:
 - **``COURSE_REQUIRE_ALL=1``** (set by ``.ci/run``): a test skipped because a component is missing
   (PostgreSQL, Dask, a browser, root) fails instead, so CI cannot stay green without running it.
 - **The class tests** (``classroom``: accounts and a JupyterHub) are left out unless asked for.
+- **The Chinese edition by default**: a ``COURSE_LANG`` exported in the shell (an English class's instructor's,
+  docs/INSTRUCTOR.md) is dropped, so every test starts from the Chinese class and sets the English one itself.
 """
 import os
 import re
@@ -19,6 +21,8 @@ TIMEOUTS = {"classroom": 1800, "slow": 1500, None: 300}  # seconds: a slow test'
 # whole class; the first class test waits for `make class-up`
 MISSING = re.compile(r"not installed|could not|cannot be installed|needs root|not Linux|not root|no Chromium"
                      r"|no (CJK )?font", re.I)
+
+os.environ.pop("COURSE_LANG", None)
 
 _MAX_DIFFS = {}
 

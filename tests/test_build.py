@@ -1,7 +1,7 @@
 """The build is in sync: the committed generated files are exactly what tools/build.py makes.
 
 One rebuild with ``--no-execute`` into a temporary copy (the working tree is never touched);
-then source/, release/ and notebooks/ are compared byte for byte, and the answer keys' cells
+then source/, release/, notebooks/ and en/ are compared byte for byte, and the answer keys' cells
 with the solved self-study notebooks the lessons make (their outputs are checked by
 tests/test_nbval.py; here, that they show no failed check).
 """
@@ -18,9 +18,10 @@ from tools.paths import ANSWER_KEYS
 
 
 def generated_files(root):
-    """Relative paths of every generated file of the three plain editions under ``root``."""
+    """Relative paths of every generated file of the plain editions under ``root`` (the English class's
+    en/source/ and en/release/ included)."""
     files = set()
-    for folder in ("source", "release", "notebooks"):
+    for folder in ("source", "release", "notebooks", "en/source", "en/release"):
         if (root / folder).exists():
             files |= {str(p.relative_to(root)) for p in (root / folder).rglob("*")
                       if p.is_file() and ".ipynb_checkpoints" not in p.parts and p.name != ".gitkeep"}

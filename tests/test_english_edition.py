@@ -10,7 +10,7 @@ import re
 import pytest
 
 from pipeline_helpers import LESSONS, ROOT, read_nb
-from tools import build
+from tools import build, translate
 from tools.paths import ANSWER_KEYS
 from tutor import lang
 from tutor.engine import messages
@@ -38,10 +38,16 @@ DATA_OUTPUTS = {
 }
 
 
-def code_cjk(name):
-    """(cell id, line) of every line of the English notebook's code that holds CJK outside quoted data."""
+# The English notebooks: the self-study edition, and the English class's nbgrader notebooks (nbgrader_config.py
+# with COURSE_LANG=en): the instructor's, hidden tests included, and the release its students fetch.
+ENGLISH_NOTEBOOKS = {"notebooks/en": "notebooks/en/{name}.ipynb", "en/source": "en/source/{name}/{name}.ipynb",
+                     "en/release": "en/release/{name}/{name}.ipynb"}
+
+
+def code_cjk(name, edition="notebooks/en"):
+    """(cell id, line) of every line of an English notebook's code that holds CJK outside quoted data."""
     found = []
-    for cell in read_nb(ROOT / "notebooks" / "en" / f"{name}.ipynb").cells:
+    for cell in read_nb(ROOT / ENGLISH_NOTEBOOKS[edition].format(name=name)).cells:
         if cell.cell_type != "code":
             continue
         for line in cell.source.split("\n"):
@@ -92,9 +98,33 @@ def output_cjk(name):
 
 
 @pytest.mark.parametrize("name", LESSONS)
-def test_english_notebook_code_has_no_chinese_but_quoted_data(name):
-    found = code_cjk(name)
-    assert not found, f"{name}: Chinese in the English notebook's code:\n" + "\n".join(map(str, found[:20]))
+@pytest.mark.parametrize("edition", ENGLISH_NOTEBOOKS)
+def test_english_notebook_code_has_no_chinese_but_quoted_data(name, edition):
+    found = code_cjk(name, edition)
+    assert not found, f"{edition}/{name}: Chinese in the English notebook's code:\n" + "\n".join(map(str, found[:20]))
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_english_class_notebooks_are_english(name):
+    """The English class's notebooks (source and release) have English markdown (no Chinese outside code, as
+    tests/test_translation.py holds the self-study edition to) and the English setup cell."""
+    for edition in ("en/source", "en/release"):
+        nb = read_nb(ROOT / ENGLISH_NOTEBOOKS[edition].format(name=name))
+        chinese = [c.id for c in nb.cells if c.cell_type == "markdown" and translate.chinese_outside_code(c.source)]
+        assert not chinese, f"{edition}/{name}: Chinese in markdown cells {chinese}"
+        assert build.EN_SETUP in next(c for c in nb.cells if c.cell_type == "code").source
+
+
+def test_the_english_class_is_a_course_of_its_own():
+    """nbgrader_config.py with COURSE_LANG=en: another course folder (en/), course id and stub; without it the
+    Chinese class in the repository, bilingual."""
+    chinese, english = build.load_nbgrader_config(), build.load_nbgrader_config(build.EN)
+    assert build.course_folder("zh") == ROOT and build.course_folder(build.EN) == ROOT / "en"
+    assert chinese.CourseDirectory.course_id != english.CourseDirectory.course_id
+    assert CJK.search(chinese.ClearSolutions.code_stub["python"])
+    assert not CJK.search(english.ClearSolutions.code_stub["python"])
+    with pytest.raises(Exception, match="COURSE_LANG 只能是 zh 或 en / COURSE_LANG must be zh or en, got 'fr'"):
+        build.load_nbgrader_config("fr")
 
 
 @pytest.mark.parametrize("name", LESSONS)

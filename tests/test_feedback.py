@@ -18,10 +18,10 @@ import torch
 from nbclient import NotebookClient
 
 import solutions
-from grader import feedback
+from grader import feedback, insight
 from pipeline_helpers import LESSONS, ROOT, build, read_nb
-from tools.simulate_class import nbgrader, setup_course
-from tutor import checks
+from tools.simulate_class import nbgrader, read_gradebook, setup_course
+from tutor import checks, lang
 from tutor.grading import Interrupted, TestFailure, check, test_cell
 
 # What must never reach a learner: a Python traceback, a machine path, the grader's own files.
@@ -180,8 +180,8 @@ def test_a_sealed_page_keeps_no_output_of_the_kernel():
     sealed, _ = feedback.SealedFeedback().preprocess(nb, {})
     text = "\n".join(o.get("text", "") for c in sealed.cells for o in c.get("outputs", []))
     assert SECRET not in text and sealed.cells[1].outputs == []
-    assert text.splitlines()[0] == feedback.FAILED and "[softmax_unstable]" in text, text
-    assert sealed.cells[0].cell_type == "markdown" and sealed.cells[0].source == feedback.SEALED_NOTE
+    assert text.splitlines()[0] == "❌ 未通过 / did not pass" and "[softmax_unstable]" in text, text
+    assert sealed.cells[0].cell_type == "markdown" and sealed.cells[0].source == " / ".join(feedback.SEALED_NOTE)
 
 
 # ---------------------------------------------------------------- slow: real notebooks, real nbgrader
@@ -347,6 +347,18 @@ def test_feedback_pages_are_clean_and_read_offline(tmp_path):
         assert "div.output_subarea pre { white-space: pre-wrap;" in html, f"{student}: long ❌ lines do not wrap"
 
 
+def grade_hand_ins(course, name, notebooks, folder=None):
+    """``notebooks`` ({student: notebook}) handed in for assignment ``name`` in ``course``, whose course folder
+    is ``folder`` (``course`` itself, or course/en/ for the English class), autograded, feedback generated."""
+    for student, nb in notebooks.items():
+        hand_in = (folder or course) / "submitted" / student / name
+        hand_in.mkdir(parents=True)
+        nbformat.write(nb, str(hand_in / f"{name}.ipynb"))
+        nbgrader(course, "db", "student", "add", student)
+    nbgrader(course, "autograde", name, "--force")
+    nbgrader(course, "generate_feedback", name, "--force")
+
+
 # A hand-in that reads the reference, prints it into its outputs and raises it from inside a graded
 # function (the check reports the exception), beside a right softmax and a classic mistake.
 LEAK_PRINTED = """
@@ -373,12 +385,7 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
     cell(nb, "impl_scaled_dot_product_attention").source = LEAK_RAISED
     wrong, edit = NO_SCALE
     cell(nb, f"impl_{wrong}").source = reference_code(wrong, edit)
-    folder = course / "submitted" / "mallory" / name
-    folder.mkdir(parents=True)
-    nbformat.write(nb, str(folder / f"{name}.ipynb"))
-    nbgrader(course, "db", "student", "add", "mallory")
-    nbgrader(course, "autograde", name, "--force")
-    nbgrader(course, "generate_feedback", name, "--force")
+    grade_hand_ins(course, name, {"mallory": nb})
 
     autograded = (course / "autograded" / "mallory" / name / f"{name}.ipynb").read_text()
     released = (course / "release" / name / f"{name}.ipynb").read_text()  # stubs keep docstrings and signatures
@@ -391,5 +398,50 @@ def test_feedback_gives_back_nothing_the_code_produced_while_graded(tmp_path):
             leaked = [c for c in chunks if c in text]
             assert not leaked, f"{page.name} gives back the reference: {leaked[:3]}"
     page = html.unescape((course / "feedback" / "mallory" / name / f"{name}.html").read_text())
-    assert feedback.FAILED in page and feedback.PASSED in page and "[no_scale]" in page, page[-2000:]
-    assert feedback.SEALED_NOTE.split("**")[1] in page
+    assert "❌ 未通过 / did not pass" in page and "✅ 通过 / passed" in page and "[no_scale]" in page, page[-2000:]
+    assert feedback.SEALED_NOTE[0].split("**")[1] in page
+
+
+@pytest.mark.slow
+def test_an_english_class_is_graded_and_fed_back_in_english(tmp_path, monkeypatch, capsys):
+    """The English class (COURSE_LANG=en: nbgrader_config.py's course in en/, released from en/source/): a
+    hand-in with a right softmax, the classic no-√d_k mistake and the later stubs untouched, through the real
+    autograde and generate_feedback. The same answers handed in to the Chinese class, or written in the
+    self-study copy of either edition, score the same cell by cell; the English page holds no Chinese
+    character, and its verdicts, the named mistake and its note are English (the Chinese page's are
+    bilingual), and so is the class report (python -m grader.insight)."""
+    name = "01_attention"
+    wrong, edit = NO_SCALE
+    grades, pages = {}, {}
+    for edition, source in (("zh", ROOT / "source"), ("en", ROOT / "en" / "source")):
+        monkeypatch.setenv("COURSE_LANG", edition)
+        course = tmp_path / edition
+        course.mkdir()
+        setup_course(course, [name], source)
+        folder = course / source.relative_to(ROOT).parent  # the course folder: course/ or course/en/
+        # alice hands in the release, bob the copy of the self-study edition (make lab's workspace)
+        notebooks = {"alice": read_nb(folder / "release" / name / f"{name}.ipynb"),
+                     "bob": read_nb(ROOT / "notebooks" / ("en" if edition == "en" else "") / f"{name}.ipynb")}
+        answers = {"softmax": reference_code("softmax"), wrong: reference_code(wrong, edit)}
+        for nb in notebooks.values():
+            for exercise, code in answers.items():  # as a student of that edition writes it: its docstrings
+                cell(nb, f"impl_{exercise}").source = lang.english_code(code) if edition == "en" else code
+        grade_hand_ins(course, name, notebooks, folder)
+        grades[edition] = read_gradebook(folder, course_id=f"shousi-transformer{'-en' if edition == 'en' else ''}")
+        pages[edition] = html.unescape((folder / "feedback" / "alice" / name / f"{name}.html").read_text())
+
+    scores = grades["en"][("alice", name)]
+    assert scores == grades["zh"][("alice", name)] == grades["en"][("bob", name)] == grades["zh"][("bob", name)]
+    assert 0 < sum(g.score for g in scores.values()) < sum(g.max_score for g in scores.values()), scores
+    english, chinese = pages["en"], pages["zh"]
+    found = sorted(set(lang.CJK.findall(english)))
+    assert not found, f"Chinese on the English feedback page: {found}"
+    assert all(line in english for line in ("✅ passed", "❌ did not pass", "❌ not implemented yet",
+                                            "diagnosis [no_scale]: scores are not divided by √d_k",
+                                            feedback.SEALED_NOTE[1].split("**")[1])), english[-3000:]
+    assert "✅ 通过 / passed" in chinese and "诊断 / diagnosis [no_scale]" in chinese
+
+    monkeypatch.chdir(tmp_path / "en")  # the class report of the English class (still COURSE_LANG=en): English
+    assert insight.main([]) == 0
+    report = capsys.readouterr().out
+    assert "no_scale" in report and not lang.CJK.search(report), report

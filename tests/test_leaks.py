@@ -27,7 +27,8 @@ FORBIDDEN_IN_CODE = [
 
 def learner_notebooks(name):
     return {"release": ROOT / "release" / name / f"{name}.ipynb", "notebooks": ROOT / "notebooks" / f"{name}.ipynb",
-            "notebooks/en": ROOT / "notebooks" / "en" / f"{name}.ipynb"}
+            "notebooks/en": ROOT / "notebooks" / "en" / f"{name}.ipynb",
+            "en/release": ROOT / "en" / "release" / name / f"{name}.ipynb"}
 
 
 def exercise_names(name):
@@ -89,14 +90,16 @@ def allowed_snippets(source_nb):
 
 
 @pytest.mark.parametrize("name", LESSONS)
-def test_release_folder_holds_only_the_notebook(name):
-    folder = ROOT / "release" / name
+@pytest.mark.parametrize("release", ["release", "en/release"])
+def test_release_folder_holds_only_the_notebook(name, release):
+    folder = ROOT / release / name
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     assert files == [f"{name}.ipynb"]
 
 
 def test_learner_folders_hold_only_learner_notebooks():
-    stray = [str(p.relative_to(ROOT)) for folder in ("release", "notebooks") for p in (ROOT / folder).rglob("*")
+    stray = [str(p.relative_to(ROOT)) for folder in ("release", "notebooks", "en/release")
+             for p in (ROOT / folder).rglob("*")
              if p.is_file() and p.suffix != ".ipynb" and p.name != ".gitkeep"]
     assert not stray, f"non-notebook files reach learners: {stray}"
     extra = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")} - set(LESSONS)
@@ -104,7 +107,7 @@ def test_learner_folders_hold_only_learner_notebooks():
 
 
 @pytest.mark.parametrize("name", LESSONS)
-@pytest.mark.parametrize("edition", ["release", "notebooks", "notebooks/en"])
+@pytest.mark.parametrize("edition", ["release", "notebooks", "notebooks/en", "en/release"])
 def test_no_solution_hidden_test_or_answer_in_learner_notebooks(name, edition):
     path = learner_notebooks(name)[edition]
     nb = read_nb(path)
@@ -125,9 +128,10 @@ def test_no_solution_hidden_test_or_answer_in_learner_notebooks(name, edition):
 
 
 @pytest.mark.parametrize("name", [n for n in LESSONS if exercise_names(n)])
-def test_stubs_replace_every_solution(name):
-    nb = read_nb(learner_notebooks(name)["release"])
-    stub = build.load_nbgrader_config().ClearSolutions.code_stub["python"].split("\n")[-1].strip()
+@pytest.mark.parametrize(("release", "lang"), [("release", "zh"), ("en/release", build.EN)])
+def test_stubs_replace_every_solution(name, release, lang):
+    nb = read_nb(learner_notebooks(name)[release])
+    stub = build.load_nbgrader_config(lang).ClearSolutions.code_stub["python"].split("\n")[-1].strip()
     solution_cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
     assert solution_cells and all(stub in c.source for c in solution_cells)
     assert "NotImplementedError" in stub

@@ -454,15 +454,18 @@ def test_clip_grad_norm_equals_pytorch():
 
 
 def test_adamw_equals_torch_optim_adamw_over_steps():
-    """Several steps, the learning rate changed in between (as the schedule does), float64, two settings."""
+    """Several steps, float64, two settings: the learning rate set on the group between steps (as train_gpt does),
+    then two param groups of different lr and weight_decay driven by a LambdaLR; a parameter left without a
+    gradient on some steps keeps its own step count, as torch.optim.AdamW's."""
     gen = torch.Generator().manual_seed(1)
     for kwargs in (dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1), dict(lr=3e-3, eps=1e-6, weight_decay=0.0)):
         mine = [torch.randn(shape, generator=gen, dtype=torch.float64, requires_grad=True) for shape in ((5, 4), (4,))]
         theirs = [p.detach().clone().requires_grad_(True) for p in mine]
         opt_mine, opt_theirs = AdamW(mine, **kwargs), torch.optim.AdamW(theirs, **kwargs)
+        assert isinstance(opt_mine, torch.optim.Optimizer)
         for step in range(8):
-            lr = kwargs["lr"] * (1 + step % 3)
-            opt_mine.lr = opt_theirs.param_groups[0]["lr"] = lr
+            for opt in (opt_mine, opt_theirs):
+                opt.param_groups[0]["lr"] = kwargs["lr"] * (1 + step % 3)
             for p, q in zip(mine, theirs):
                 p.grad = torch.randn(p.shape, generator=gen, dtype=torch.float64)
                 q.grad = p.grad.clone()
@@ -472,6 +475,25 @@ def test_adamw_equals_torch_optim_adamw_over_steps():
                 torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
         opt_mine.zero_grad()
         assert all(p.grad is None for p in mine)
+
+    shapes = ((4, 3), (3,), (6,))
+    mine = [torch.randn(shape, generator=gen, dtype=torch.float64, requires_grad=True) for shape in shapes]
+    theirs = [p.detach().clone().requires_grad_(True) for p in mine]
+    optimizers = [cls([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.03, "weight_decay": 0.0}], lr=0.01,
+                      betas=(0.9, 0.95), weight_decay=0.1) for cls, ps in ((AdamW, mine), (torch.optim.AdamW, theirs))]
+    factors = (0.5, 1.0, 0.8, 0.3, 0.1, 0.05)
+    schedules = [torch.optim.lr_scheduler.LambdaLR(opt, lambda k: factors[k]) for opt in optimizers]
+    for step in range(5):
+        for i, (p, q) in enumerate(zip(mine, theirs)):
+            frozen = i == 1 and step in (1, 2)  # no gradient on these steps: skipped, its step count waits
+            p.grad = None if frozen else torch.randn(p.shape, generator=gen, dtype=torch.float64)
+            q.grad = None if frozen else p.grad.clone()
+        for opt, schedule in zip(optimizers, schedules):
+            opt.step()
+            schedule.step()
+        for p, q in zip(mine, theirs):
+            torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
+    assert [g["lr"] for g in optimizers[0].param_groups] == [g["lr"] for g in optimizers[1].param_groups]
 
 
 def test_train_gpt_uses_the_three_pieces_like_torch():

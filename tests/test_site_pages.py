@@ -22,10 +22,10 @@ SOLUTION_LINES = {line for snippet in EVERY_SOLUTION for line in snippet}
 def staged(tmp_path_factory):
     """{language code: folder} of the Sphinx sources of every language whose notebooks exist."""
     languages = make_site.available_languages(list(make_site.LANGUAGES))
-    folders = {}
+    folders, found = {}, make_site.settings() | {"repository": ""}  # the setting as committed: empty
     for lang in languages:
         folders[lang.code] = tmp_path_factory.mktemp(lang.code)
-        make_site.stage(lang, languages, folders[lang.code])
+        make_site.stage(lang, languages, folders[lang.code], found)
     return folders
 
 
@@ -64,7 +64,47 @@ def test_every_page_has_a_title_and_the_run_locally_note(staged):
         header = next(c.source for c in page.cells if c.cell_type == "markdown")
         title, note = header.split("\n")[0], header.split(":::")[1]
         assert title.startswith(f"# {name[:2]}"), f"{code}/{name}: the page's title is {title!r}"
-        assert "git clone" in note and "make lab" in note and f"{name}.ipynb" in note, f"{code}/{name}: {note}"
+        assert make_site.LANGUAGES[code].lab_command in note and f"{name}.ipynb" in note, f"{code}/{name}: {note}"
+        # no repository address set: no clone command and no stand-in address, but how to get the course
+        assert "git clone" not in note and "<" not in note and make_site.LANGUAGES[code].no_repository in note
+
+
+@pytest.mark.parametrize("repository", ["", "https://example.org/course.git"])
+def test_the_repository_setting_reaches_every_page_or_none(repository, tmp_path):
+    """With the setting empty no page names an address (no `git clone`, no citation URL, no header or footer
+    link); set, every page's note clones it, the citation and the header and footer link to it."""
+    import jinja2
+
+    lang = make_site.LANGUAGES["en"]
+    found = make_site.settings() | {"repository": repository}
+    make_site.stage(lang, [lang], tmp_path, found)
+    notes = [(tmp_path / "index.md").read_text(encoding="utf-8")] + [
+        next(c.source for c in read_nb(tmp_path / f"{name}.ipynb").cells if c.cell_type == "markdown")
+        for name in LESSONS]
+    templates = jinja2.Environment(loader=jinja2.FileSystemLoader(tmp_path / "_templates"))
+    context = {"course_repository": repository, "course_footer": lang.footer, "course_authors": found["authors"],
+               "root_doc": "index", "pathto": lambda name, *flags: name}
+    header, footer = (templates.get_template(t).render(context) for t in ("repository-button.html",
+                                                                           "course-footer.html"))
+    assert "LICENSE.txt" in footer and (tmp_path / "extra" / "LICENSE.txt").exists()
+    if repository:
+        assert all(f"git clone {repository} shousi-transformer" in note for note in notes)
+        assert f"\\url{{{repository}}}" in notes[0]
+        assert f'href="{repository}"' in header and f'href="{repository}"' in footer
+    else:
+        assert not any("git clone" in note or "://" in note.split(":::")[1] for note in notes)
+        assert "howpublished" not in notes[0] and "href" not in header and "course-repository" not in footer
+
+
+def test_make_site_names_the_empty_setting_and_where_it_is(monkeypatch, tmp_path):
+    monkeypatch.delenv("SITE_REPOSITORY", raising=False)
+    settings = tmp_path / "settings.toml"
+    settings.write_text('repository = ""\nyear = 2026\n', encoding="utf-8")
+    monkeypatch.setattr(make_site, "SETTINGS", settings)
+    monkeypatch.setattr(make_site.subprocess, "run", lambda *a, **k: dataclasses.make_dataclass(
+        "Proc", ["returncode", "stdout"])(1, ""))  # no origin remote
+    found = make_site.settings()
+    assert found["repository"] == "" and f"`repository` in {settings}" in found["repository_from"]
 
 
 def test_pages_show_the_answer_keys_outputs_and_figures(staged):
@@ -195,13 +235,13 @@ def test_the_landing_page_picks_the_browsers_language_falling_back_to_the_first(
 def test_repository_comes_from_the_environment_then_the_setting(monkeypatch, tmp_path):
     monkeypatch.setenv("SITE_REPOSITORY", "https://example.org/course.git")
     found = make_site.settings()
-    assert found["repository"] == "https://example.org/course.git" and found["repository_from"] == "SITE_REPOSITORY"
+    assert (found["repository"], found["repository_from"]) == ("https://example.org/course.git", "from SITE_REPOSITORY")
     assert found["authors"] and isinstance(found["year"], int)
     note = make_site.run_locally_note(make_site.LANGUAGES["en"], "text", found["repository"])
     assert "git clone https://example.org/course.git shousi-transformer" in note
     monkeypatch.delenv("SITE_REPOSITORY")
     settings = tmp_path / "settings.toml"
-    settings.write_text('authors = "A"\nrepository = "https://example.org/set.git"\nyear = 2026\n', encoding="utf-8")
+    settings.write_text('repository = "https://example.org/set.git"\nyear = 2026\n', encoding="utf-8")
     monkeypatch.setattr(make_site, "SETTINGS", settings)
     assert make_site.settings()["repository"] == "https://example.org/set.git"
 

@@ -39,7 +39,7 @@ def test_english_notebook_has_the_same_code_cells_and_ids(name):
 def english_code_cell(source, setup):
     """A Chinese self-study code cell as the English edition has it."""
     zh_stub = load_config().ClearSolutions.code_stub["python"].split("\n")
-    en_stub = build.EN_CODE_STUB.split("\n")
+    en_stub = load_config(build.EN).ClearSolutions.code_stub["python"].split("\n")
     lines = source.split("\n")
     for i, line in enumerate(lines):
         if line.strip() in zh_stub:

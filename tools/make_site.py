@@ -41,11 +41,12 @@ CACHE = ROOT / "build" / "site-cache"
 CONFIG = ROOT / "tools" / "site"  # conf.py, templates and CSS, copied into every staged source
 SOLUTION_REGION = re.compile(rf"^\s*{build.BEGIN_SOLUTION}\n(.*?)^\s*{build.END_SOLUTION}", re.M | re.S)
 PROVIDED_TAG = "remove-input"  # MyST-NB: the cell's code is not rendered, its outputs are
-SETTINGS = CONFIG / "settings.toml"  # authors, repository, licence, citation year
+SETTINGS = CONFIG / "settings.toml"  # the repository's address, the citation's year
+CITATION = ROOT / "CITATION.cff"  # the authors (the footer and the citation)
+LICENCES = {"LICENSE.txt": ROOT / "LICENSE", "LICENSE-text.txt": ROOT / "LICENSE-text"}  # shipped with the site
 PLOTS = ROOT / "tutor" / "plots"  # the course's figure functions: each takes a title= (the figure's alt text)
 HEADING = re.compile(r"^(#{1,6}) \S")
 FENCE = re.compile(r"^\s*(```|~~~|:::)")
-NO_REPOSITORY = "<repository URL>"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Language:
     about: str       # atop the home page
     lab_command: str  # how to open this edition: every page says it
     lab_hint: str
+    no_repository: str  # how to get the course while the site names no repository (settings.toml)
     toc_caption: str
     download: str    # the "download this notebook" button
     figure: str      # "Figure {n}. {title}": the numbered caption of a figure
@@ -82,9 +84,11 @@ LANGUAGES = {
                "要运行并完成练习（需要 Python ≥ 3.11 和 `make`，不需要 GPU）："),
         lab_command="make lab",
         lab_hint="`make lab` 第一次运行时安装环境，然后在 JupyterLab 里打开你的 `workspace/`（中文版）。",
+        no_repository=("先取得课程仓库的副本（这个网页版没有写明仓库的公开地址：用你拿到的那份副本；只想要这一章，"
+                       "用页面上方的“下载笔记本”），然后在仓库的文件夹里运行："),
         toc_caption="章节", download="下载笔记本", figure="图 {n}　{title}",
         footer={"by": "作者：", "repository": "代码仓库", "licence": "许可证", "cite": "引用本课程",
-                "site": "网页版"}),
+                "site": "网页版", "code": "代码", "text": "课文和图"}),
     "en": Language(
         code="en", sphinx="en", label="English", notebooks=build.NOTEBOOKS / "en",
         title="Transformer from Scratch (手撕 Transformer)",
@@ -100,9 +104,12 @@ LANGUAGES = {
         lab_command="make lab COURSE_LANG=en",
         lab_hint=("`make lab COURSE_LANG=en` sets the environment up on its first run, then opens the English "
                   "edition, your `workspace/en/`, in JupyterLab (plain `make lab` opens the Chinese one)."),
+        no_repository=("get a copy of the course's repository (this web edition names no public address for it: "
+                       "use the copy you were given; for this chapter alone, the \"Download notebook\" button above), "
+                       "then, in its folder:"),
         toc_caption="Chapters", download="Download notebook", figure="Figure {n}. {title}",
         footer={"by": "By", "repository": "Repository", "licence": "Licence", "cite": "Cite this course",
-                "site": "web edition"}),
+                "site": "web edition", "code": "code", "text": "text and figures"}),
 }
 
 
@@ -250,25 +257,33 @@ def publishable(name, lang, repository=""):
 
 def settings():
     """tools/site/settings.toml, with ``repository`` resolved (SITE_REPOSITORY, the setting, the ``origin``
-    remote when it is a web address, in that order) and ``repository_from`` saying where it came from."""
-    found = tomllib.loads(SETTINGS.read_text(encoding="utf-8"))
+    remote when it is a web address, in that order) and ``repository_from`` saying where it came from; the
+    ``authors`` of CITATION.cff."""
+    import yaml
+
+    cff = yaml.safe_load(CITATION.read_text(encoding="utf-8"))
+    authors = ", ".join(a.get("name") or f"{a['given-names']} {a['family-names']}" for a in cff["authors"])
+    found = tomllib.loads(SETTINGS.read_text(encoding="utf-8")) | {"authors": authors}
     proc = subprocess.run(["git", "remote", "get-url", "origin"], cwd=ROOT, capture_output=True, text=True)
     origin = proc.stdout.strip() if proc.returncode == 0 else ""
-    for url, where in ((os.environ.get("SITE_REPOSITORY", ""), "SITE_REPOSITORY"),
-                       (found.get("repository", ""), f"{shown_path(SETTINGS)}: repository"),
-                       (origin, "the origin remote")):
+    setting = f"the setting `repository` in {shown_path(SETTINGS)}"
+    for url, where in ((os.environ.get("SITE_REPOSITORY", ""), "from SITE_REPOSITORY"),
+                       (found.get("repository", ""), f"from {setting}"), (origin, "from the origin remote")):
         if url.startswith(("https://", "http://")):
             return found | {"repository": url, "repository_from": where}
-    return found | {"repository": "", "repository_from": f"nowhere: set repository in {shown_path(SETTINGS)}"}
+    return found | {"repository": "", "repository_from": f"{setting} is empty: set it to the course's public address; "
+                                                        "until then the pages say how to get the course without one"}
 
 
 def run_locally_note(lang, text, repository):
     """The "run it on your own computer" box at the top of every page (MyST): ``text``, then how to run
-    this edition."""
-    return "\n".join([
-        f":::{{admonition}} {lang.note_title}", ":class: tip", "", text, "",
-        "```bash", f"git clone {repository or NO_REPOSITORY} shousi-transformer && cd shousi-transformer",
-        lang.lab_command, "```", "", lang.lab_hint, ":::"])
+    this edition: ``git clone`` of the repository, or, without its address, how to get the course."""
+    if repository:
+        commands = [f"git clone {repository} shousi-transformer && cd shousi-transformer", lang.lab_command]
+    else:
+        text, commands = f"{text}{'' if text.endswith('：') else ' '}{lang.no_repository}", [lang.lab_command]
+    return "\n".join([f":::{{admonition}} {lang.note_title}", ":class: tip", "", text, "",
+                      "```bash", *commands, "```", "", lang.lab_hint, ":::"])
 
 
 def stale_translations(lang):
@@ -281,11 +296,10 @@ def stale_translations(lang):
 
 
 def citation(lang, found):
-    """A BibTeX entry for the course (the home page's "cite" section)."""
-    url = found["repository"] or NO_REPOSITORY
+    """A BibTeX entry for the course (the home page's "cite" section); its address once the site names one."""
+    url = [f"  howpublished = {{\\url{{{found['repository']}}}}},"] if found["repository"] else []
     return "\n".join(["@misc{shousi_transformer,", f"  author = {{{{{found['authors']}}}}},",
-                      f"  title = {{{lang.title}}},", f"  year = {{{found['year']}}},",
-                      f"  howpublished = {{\\url{{{url}}}}},", "}"])
+                      f"  title = {{{lang.title}}},", f"  year = {{{found['year']}}},", *url, "}"])
 
 
 def index_page(lang, chapters, found):
@@ -304,13 +318,14 @@ def stage(lang, languages, src, found=None):
     site = {"language": lang.code, "sphinx_language": lang.sphinx, "title": lang.title,
             "languages": [[other.code, other.label] for other in languages], "chapters": chapters,
             "download": lang.download, "footer": lang.footer,
-            **{key: found.get(key, "") for key in ("authors", "repository", "licence", "licence_url", "year")}}
+            **{key: found[key] for key in ("authors", "repository", "year")}}
     files = {"site.json": json.dumps(site, ensure_ascii=False, indent=1) + "\n",
              "index.md": index_page(lang, chapters, found)}
     files |= {f"{name}.ipynb": nbformat.writes(publishable(name, lang, found["repository"])) + "\n"
               for name in chapters}
     files |= {f"extra/notebooks/{name}.ipynb": (lang.notebooks / f"{name}.ipynb").read_text(encoding="utf-8")
               for name in chapters}
+    files |= {f"extra/{shipped}": path.read_text(encoding="utf-8") for shipped, path in LICENCES.items()}
     files |= {str(p.relative_to(CONFIG)): p.read_text(encoding="utf-8") for p in sorted(CONFIG.rglob("*"))
               if p.is_file() and "__pycache__" not in p.parts}
     for rel, text in files.items():
@@ -386,8 +401,7 @@ def main(argv=None):
         if not languages:
             raise SiteError(f"no notebooks for {args.lang}")
         found = settings()
-        print(f"site: repository {found['repository'] or NO_REPOSITORY} (from {found['repository_from']})",
-              flush=True)
+        print(f"site: repository: {found['repository'] or 'none'} ({found['repository_from']})", flush=True)
         for lang in languages:
             began = time.perf_counter()
             stale = stale_translations(lang)

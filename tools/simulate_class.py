@@ -655,14 +655,14 @@ def private_postgres():
 def setup_course(course, assignments, source_dir, timeout=None, config=()):
     """Course dir with the repository's config (plus an optional shorter cell timeout and ``config``, more
     lines of nbgrader config) and ``assignments`` recorded in its gradebook by one ``generate_assignment``."""
-    shutil.copy(source_dir.parent / "nbgrader_config.py", course / "nbgrader_config.py")
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     lines = [f"c.Execute.timeout = {timeout}  # a hanging cell costs less"] if timeout is not None else []
     lines += config
     if lines:
         with open(course / "nbgrader_config.py", "a") as f:
             f.write("\n# this simulated course only\n" + "".join(f"{line}\n" for line in lines))
-    for name in assignments:
-        shutil.copytree(source_dir / name, course / "source" / name)
+    for name in assignments:  # source/ or the English class's en/source/ (COURSE_LANG=en), as in the repository
+        shutil.copytree(source_dir / name, course / source_dir.relative_to(ROOT) / name)
     nbgrader(course, "generate_assignment", "*", "--force")
 
 
@@ -688,11 +688,11 @@ class Grade(NamedTuple):
     manual: bool  # flagged for manual grading
 
 
-def read_gradebook(course, db_url=None):
+def read_gradebook(course, db_url=None, course_id="shousi-transformer"):
     """{(student, assignment): {grade_id: Grade}} of ``course``'s SQLite gradebook, or of ``db_url``."""
     from nbgrader.api import Gradebook, MissingEntry
     out = {}
-    with Gradebook(db_url or f"sqlite:///{course / 'gradebook.db'}", course_id="shousi-transformer") as gb:
+    with Gradebook(db_url or f"sqlite:///{course / 'gradebook.db'}", course_id=course_id) as gb:
         for assignment in gb.assignments:
             for student in gb.students:
                 try:
@@ -731,8 +731,7 @@ def feedback_problems(course, student, assignment):
                 produced.update(line for line in out.text.splitlines() if len(line) > 20)
     problems = [f"{failed} failed grade cells, {page.count('❌')} ❌ verdicts in the feedback"] \
         if page.count("❌") < failed else []
-    known = {feedback.PASSED, feedback.FAILED, feedback.NOT_IMPLEMENTED, feedback.TIMED_OUT_SHORT,
-             feedback.OUT_OF_MEMORY_SHORT, f"❌ {KERNEL_LOST}", KERNEL_LOST}
+    known = {line for kind in feedback.KINDS for line in feedback.verdict_lines(feedback.Verdict(kind))} | {KERNEL_LOST}
     return problems + [f"the kernel's line {line[:80]!r} reached the feedback"
                        for line in sorted(produced - known) if line and line in page]
 

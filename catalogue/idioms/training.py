@@ -27,33 +27,75 @@ def clip_grad_norm(parameters, max_norm):
 """)
 
 
-idiom("adamw_state_dict_lerp_addcdiv", "08_gpt", "AdamW",
-      "per-parameter state in a dict keyed by id(p), Tensor.lerp_ for the first moment, addcmul_/addcdiv_, "
+idiom("adamw_optimizer_lerp_addcdiv", "08_gpt", "AdamW",
+      "a torch.optim.Optimizer subclass as CS336 writes one: a closure accepted and its loss returned, defaults "
+      "as a dict, state made when self.state[p] is empty, Tensor.lerp_ for the first moment, addcmul_/addcdiv_, "
       "the step size folded into a float (PyTorch's own layout)", r"""
-class AdamW:
+from typing import Callable, Optional
+
+
+class AdamW(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        self.params = list(params)
-        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
-        self.state = {id(p): {"t": 0, "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
-                      for p in self.params}
+        defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable] = None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t = state["step"]
+                p.mul_(1.0 - lr * wd)                                          # decoupled decay first
+                state["exp_avg"].lerp_(p.grad, 1.0 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
+                denom = (state["exp_avg_sq"] / (1.0 - beta2 ** t)).sqrt_().add_(eps)
+                p.addcdiv_(state["exp_avg"], denom, value=-lr / (1.0 - beta1 ** t))
+        return loss
+""")
+
+
+idiom("adamw_optimizer_functional_update", "08_gpt", "AdamW",
+      "an Optimizer whose step gathers each group's tensors, then calls a module-level update function on them "
+      "(torch.optim's own split); a step count per parameter kept as a tensor, the update computed out of place "
+      "and written back with Tensor.copy_", r"""
+def _adamw_update(params, grads, exp_avgs, exp_avg_sqs, steps, *, lr, beta1, beta2, eps, weight_decay):
+    for p, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
+        t += 1
+        m.copy_(beta1 * m + (1 - beta1) * g)
+        v.copy_(beta2 * v + (1 - beta2) * g.square())
+        m_hat = m / (1 - beta1 ** t.item())
+        v_hat = v / (1 - beta2 ** t.item())
+        p.copy_(p * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps))
+
+
+class AdamW(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     @torch.no_grad()
     def step(self):
-        beta1, beta2 = self.betas
-        for p in self.params:
-            if p.grad is None:
-                continue
-            state = self.state[id(p)]
-            state["t"] += 1
-            t = state["t"]
-            p.mul_(1.0 - self.lr * self.weight_decay)                     # decoupled decay first
-            state["exp_avg"].lerp_(p.grad, 1.0 - beta1)
-            state["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1.0 - beta2)
-            denom = (state["exp_avg_sq"] / (1.0 - beta2 ** t)).sqrt_().add_(self.eps)
-            p.addcdiv_(state["exp_avg"], denom, value=-self.lr / (1.0 - beta1 ** t))
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+        for group in self.param_groups:
+            with_grad = [p for p in group["params"] if p.grad is not None]
+            for p in with_grad:
+                if not self.state[p]:
+                    self.state[p] = {"step": torch.tensor(0.0), "exp_avg": torch.zeros_like(p),
+                                     "exp_avg_sq": torch.zeros_like(p)}
+            states = [self.state[p] for p in with_grad]
+            beta1, beta2 = group["betas"]
+            _adamw_update(with_grad, [p.grad for p in with_grad], [s["exp_avg"] for s in states],
+                          [s["exp_avg_sq"] for s in states], [s["step"] for s in states], lr=group["lr"],
+                          beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"])
 """)
-

@@ -7,6 +7,7 @@ token and a private Jupyter configuration come through environment variables tha
 of the working tree, so generating assignments, the gradebook and the learner workspace never
 touch the repository. Screenshots land in build/browser-screenshots/ (git-ignored).
 """
+import contextlib
 import os
 import shutil
 import signal
@@ -108,7 +109,7 @@ def page(browser, lab):
 # ------------------------------------------------------------------ the course and its server
 
 
-def _working_tree_copy(dest):
+def working_tree_copy(dest):
     """Tracked and untracked-but-not-ignored files of the working tree, as they are now."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=REPO, check=True, capture_output=True).stdout.decode().split("\0")
@@ -179,12 +180,21 @@ class Lab:
 def lab(tmp_path_factory):
     """`make lab` in a copy of the working tree, on a free port with a random token."""
     work = tmp_path_factory.mktemp("lab")
+    working_tree_copy(work / "course")
+    with make_lab(work) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def make_lab(work, *make_args):
+    """`make lab [make_args]` in ``work``/course (a copy of the working tree), on a free port with a random token,
+    with the private Jupyter configuration ``work`` holds (a second server in the same ``work`` finds what the
+    first left there, as a learner's second `make lab` does); yields its ``Lab`` and stops it afterwards."""
     course = work / "course"
-    _working_tree_copy(course)
     port, token = _free_port(), os.urandom(16).hex()
-    log_path = work / "server.log"
+    log_path = work / f"server-{port}.log"
     # -o: the venv is the one running these tests; never reinstall it from here.
-    cmd = ["make", "-o", f"{VENV}/.installed", "lab", f"VENV={VENV}", f"PORT={port}"]
+    cmd = ["make", "-o", f"{VENV}/.installed", "lab", f"VENV={VENV}", f"PORT={port}", *make_args]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=course, env=_server_env(work, token), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)

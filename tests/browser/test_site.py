@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from test_lab import fonts_for, installed_families
 
+from tools import make_site
+
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,6 +131,7 @@ def internal_links(page, base):
 def test_every_page_loads_with_links_images_math_and_the_note(tab, site, shots):
     base, languages = site
     assert "zh" in languages, languages
+    repository = make_site.settings()["repository"]
     tab.goto(base + "/")
     tab.wait_for_url(re.compile(r"/zh/index\.html$"))  # the landing page sends a Chinese browser to zh/
     chapters = sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
@@ -162,7 +165,10 @@ def test_every_page_loads_with_links_images_math_and_the_note(tab, site, shots):
             assert math.count() == tab.locator(".math mjx-container").count(), f"{url}: math left untypeset"
             assert tab.locator("mjx-merror").count() == 0, f"{url}: MathJax could not read a formula"
             note = tab.locator(".admonition.tip").first.text_content()
-            assert "make lab" in note and "git clone" in note, f"{url}: no run-it note"
+            assert "make lab" in note, f"{url}: no run-it note"
+            # the repository's address the build used (tools/site/settings.toml), or none and no stand-in
+            assert (f"git clone {repository} " in note) if repository else ("git clone" not in note), note
+            assert tab.locator(".course-footer a[href$='LICENSE.txt']").count() == 1, footer
             assert ("make lab COURSE_LANG=en" in note) == (lang == "en"), f"{url}: not this edition's command: {note}"
             if lang != "zh":  # every run of Chinese outside code is marked as Chinese
                 unmarked = tab.evaluate(UNMARKED_CHINESE_JS)

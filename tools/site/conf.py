@@ -19,7 +19,7 @@ extensions = ["myst_nb", "sphinx_copybutton", "sphinx.ext.mathjax", "sphinx-math
 exclude_patterns = ["_templates", "_static", "extra"]
 templates_path = ["_templates"]
 html_static_path = ["_static"]
-html_extra_path = ["extra"]  # notebooks/<chapter>.ipynb: the self-study notebooks the download button offers
+html_extra_path = ["extra"]  # notebooks/<chapter>.ipynb (the download button's), LICENSE.txt, LICENSE-text.txt
 html_css_files = ["course.css"]
 html_js_files = ["course.js"]
 
@@ -53,9 +53,9 @@ html_theme_options = {
     # binds the same way, and sphinx-book-theme 1.4.0, the newest, requires pydata-sphinx-theme==0.20.0.
     # Without a navbar only the article header's buttons are left, as sphinx-book-theme PR #1000 proposes.
     "navbar_persistent": [],
-    "article_header_end": ["language-switch.html", "download-notebook.html", "theme-switcher.html",
-                           "search-button.html", "toggle-secondary-sidebar.html"],
-    # The footer: authors, repository, licence, citation (tools/site/settings.toml).
+    "article_header_end": ["language-switch.html", "download-notebook.html", "repository-button.html",
+                           "theme-switcher.html", "search-button.html", "toggle-secondary-sidebar.html"],
+    # The footer: authors, repository, licences, citation (CITATION.cff, tools/site/settings.toml).
     "footer_content_items": ["course-footer.html"],
 }
 # The search field atop the sidebar at desktop widths; on a phone the article header's search button
@@ -69,7 +69,6 @@ html_last_updated_fmt = None  # no build date: a rebuild of unchanged pages chan
 html_context = {"course_language": SITE["language"], "course_languages_built": SITE["languages"],
                 "course_chapters": SITE["chapters"], "course_download": SITE["download"],
                 "course_footer": SITE["footer"], "course_repository": SITE["repository"],
-                "course_licence": SITE["licence"], "course_licence_url": SITE["licence_url"],
                 "default_mode": "auto"}  # dark mode follows the system (figures keep a white card, course.css)
 
 # Chinese search: jieba splits the text into words for the index. Sphinx would load jieba's own

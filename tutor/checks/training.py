@@ -10,9 +10,9 @@ import math
 import torch
 
 from ..engine.diagnosis import combine
-from ..engine.messages import define_mistakes
+from ..engine.messages import define_mistakes, say
 from ..engine.running import randn
-from ..engine.specs import Bug, Case, FunctionCheck, wrong
+from ..engine.specs import Bug, Case, Failure, FunctionCheck, wrong
 
 MISTAKES = define_mistakes({
     "lr_warmup_off_by_one": (
@@ -99,6 +99,27 @@ MISTAKES = define_mistakes({
         "if p.grad is None: continue",
         "crashes on a parameter whose .grad is None: skip parameters without a gradient (frozen, or unused "
         "this step), if p.grad is None: continue",
+    ),
+    "adamw_not_an_optimizer": (
+        "AdamW 不是 torch.optim.Optimizer 的子类：学习率调度器（LambdaLR 等）不接受它，参数组也无从说起；"
+        "契约和 PyTorch、CS336 一样写 class AdamW(torch.optim.Optimizer)，在 __init__ 里 "
+        "super().__init__(params, defaults)，step() 遍历 self.param_groups",
+        "AdamW is not a torch.optim.Optimizer subclass: learning-rate schedulers (LambdaLR, ...) refuse it and it "
+        "has no param groups; the contract, as PyTorch and CS336, is class AdamW(torch.optim.Optimizer) with "
+        "super().__init__(params, defaults) in __init__ and step() going through self.param_groups",
+    ),
+    "adamw_lr_ignored": (
+        "学习率没有从参数组里读（group[\"lr\"]）：step() 一直用构造时的 lr，调度器（LambdaLR）或训练循环"
+        "每步设的学习率、参数组自己的 lr 都被忽略了；每一步都在 for group in self.param_groups 里读 group[\"lr\"]",
+        "lr ignored, not read from the group (group[\"lr\"]): step() keeps the lr given at construction, so the "
+        "lr a scheduler (LambdaLR) or the training loop sets each step, and a group's own lr, are lost; read "
+        "group[\"lr\"] inside for group in self.param_groups at every step",
+    ),
+    "adamw_group_decay_ignored": (
+        "weight_decay 没有从参数组里读：每个参数组都用了构造时的 weight_decay（例如 self.defaults），"
+        "参数组 {\"weight_decay\": 0.0} 里不该衰减的参数也被衰减了；用 group[\"weight_decay\"]",
+        "weight_decay not read from the group: every param group used the constructor's weight_decay (e.g. "
+        "self.defaults), so a group with {\"weight_decay\": 0.0} was decayed too; use group[\"weight_decay\"]",
     ),
     "adamw_eps_inside_sqrt": (
         "eps 放进了开方里（sqrt(v_hat + eps)）：应为 sqrt(v_hat) + eps；梯度很小时两者差很"
@@ -207,39 +228,79 @@ ADAMW_DEFAULTS = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 ADAMW_BUGS = [Bug("adamw_l2_in_gradient", dict(l2=True)), Bug("adamw_no_bias_correction", dict(corrected=False)),
               Bug("adamw_decay_without_lr", dict(decay_lr=False)), Bug("adamw_eps_inside_sqrt", dict(eps="inside")),
               Bug("adamw_eps_uncorrected_v", dict(eps="uncorrected")),
-              Bug("adamw_decay_after_update", dict(decay_after=True))]
+              Bug("adamw_decay_after_update", dict(decay_after=True)),
+              Bug("adamw_lr_ignored", dict(lr_from_group=False)),
+              Bug("adamw_group_decay_ignored", dict(decay_from_group=False))]
+
+
+def _adamw_groups(case, params):
+    """What the case hands the constructor: the tensors, or param-group dicts of them."""
+    if case["groups"] is None:
+        return params
+    return [{**group, "params": [params[i] for i in group["params"]]} for group in case["groups"]]
 
 
 def _adamw_call(cls, case, _):
+    """The learner's optimizer driven as a training loop drives a ``torch.optim.Optimizer``: ``.grad`` set,
+    ``step()``; the learning rate set on every group before each step (``lrs``) or by a ``LambdaLR``
+    (``factors``), never on the optimizer object."""
     params = [p.clone().requires_grad_(True) for p in case["params"]]
-    optimizer = cls(params, **case["kwargs"])
+    optimizer = cls(_adamw_groups(case, params), **case["kwargs"])
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise Failure(say("not_a_subclass", call=f"{getattr(cls, '__name__', cls)}(params, ...)",
+                          base="torch.optim.Optimizer",
+                          got=", ".join(b.__name__ for b in type(optimizer).__mro__[1:])), "adamw_not_an_optimizer")
+    factors = case["factors"]
+    scheduler = None if factors is None else \
+        torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: factors[min(k, len(factors) - 1)])
     snapshots = []
     for k, grads in enumerate(case["grads"]):
         if case["lrs"] is not None:
-            optimizer.lr = case["lrs"][k]
+            for group in optimizer.param_groups:
+                group["lr"] = case["lrs"][k]
         for p, grad in zip(params, grads):
             p.grad = None if grad is None else grad.clone()
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         snapshots.append(torch.cat([p.detach().flatten() for p in params]).clone())  # (total numel,)
     return snapshots[0], snapshots[-1]
 
 
-def adamw_variants(ref, case):
+def _adamw_settings(case):
+    """Per parameter: its group's settings (the constructor's where the group leaves one out)."""
     settings = {**ADAMW_DEFAULTS, **case["kwargs"]}
-    beta1, beta2 = settings["betas"]
-    decay = settings["weight_decay"]
+    own = [settings] * len(case["params"])
+    for group in case["groups"] or ():
+        for i in group["params"]:
+            own[i] = {**settings, **{k: v for k, v in group.items() if k != "params"}}
+    return settings, own
 
-    def run(l2=False, corrected=True, decay_lr=True, eps="outside", decay_after=False):
+
+def adamw_variants(ref, case):
+    settings, own = _adamw_settings(case)
+
+    def run(l2=False, corrected=True, decay_lr=True, eps="outside", decay_after=False, lr_from_group=True,
+            decay_from_group=True):
         params = [p.clone() for p in case["params"]]
         m = [torch.zeros_like(p) for p in params]
         v = [torch.zeros_like(p) for p in params]
-        snapshots, lr = [], settings["lr"]
-        for t, grads in enumerate(case["grads"], start=1):
-            lr = case["lrs"][t - 1] if case["lrs"] is not None else lr
+        steps = [0] * len(params)
+        snapshots = []
+        for k, grads in enumerate(case["grads"]):
             for i, grad in enumerate(grads):
                 if grad is None:
                     continue
-                p = params[i]
+                group = own[i]
+                beta1, beta2 = group["betas"]
+                lr, decay = group["lr"] if lr_from_group else settings["lr"], group["weight_decay"]
+                if lr_from_group and case["lrs"] is not None:
+                    lr = case["lrs"][k]
+                elif lr_from_group and case["factors"] is not None:
+                    lr = group["lr"] * case["factors"][k]
+                decay = decay if decay_from_group else settings["weight_decay"]
+                steps[i] += 1
+                t, p = steps[i], params[i]
                 factor = 1 - (lr * decay if decay_lr else decay)
                 if l2:
                     grad = grad + decay * p
@@ -250,11 +311,11 @@ def adamw_variants(ref, case):
                 m_hat = m[i] / (1 - beta1 ** t) if corrected else m[i]
                 v_hat = v[i] / (1 - beta2 ** t) if corrected else v[i]
                 if eps == "inside":
-                    denominator = (v_hat + settings["eps"]).sqrt()
+                    denominator = (v_hat + group["eps"]).sqrt()
                 elif eps == "uncorrected":  # lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)
-                    denominator = (v[i].sqrt() + settings["eps"]) / math.sqrt(1 - beta2 ** t)
+                    denominator = (v[i].sqrt() + group["eps"]) / math.sqrt(1 - beta2 ** t)
                 else:
-                    denominator = v_hat.sqrt() + settings["eps"]
+                    denominator = v_hat.sqrt() + group["eps"]
                 params[i] = p - lr * m_hat / denominator
                 if decay_after and not l2:
                     params[i] = params[i] * factor
@@ -267,19 +328,26 @@ def adamw_variants(ref, case):
 def _adamw_cases():
     g = torch.Generator().manual_seed(49)
 
-    def case(label, shapes, steps, kwargs, lrs=None, grad_scale=1.0):
+    def case(label, shapes, steps, kwargs, lrs=None, grad_scale=1.0, groups=None, factors=None):
         params = [randn(g, *shape) for shape in shapes]
         grads = [[randn(g, *shape, scale=grad_scale) for shape in shapes] for _ in range(steps)]
-        return Case(label, {}, {"params": params, "grads": grads, "kwargs": kwargs, "lrs": lrs})
+        return Case(label, {}, {"params": params, "grads": grads, "kwargs": kwargs, "lrs": lrs, "groups": groups,
+                                "factors": factors})
 
     return [case("默认超参、3 个参数、5 步 / defaults, 3 tensors, 5 steps", [(4, 3), (3,), (2, 2, 2)], 5, {}),
-            case("betas=(0.9, 0.95)、weight_decay=0.1、每步改 lr / lr changed before every step", [(5, 4), (4,)], 6,
-                 dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1), lrs=[0.01, 0.02, 0.015, 0.01, 0.005, 0.001]),
+            case("betas=(0.9, 0.95)、weight_decay=0.1、每步前设 group[\"lr\"] / group[\"lr\"] set before every step",
+                 [(5, 4), (4,)], 6, dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1),
+                 lrs=[0.01, 0.02, 0.015, 0.01, 0.005, 0.001]),
             case("weight_decay=0、一步 / one step", [(3, 3)], 1, dict(lr=0.1, weight_decay=0.0)),
             case("很小的梯度（约 1e-4）、eps=1e-6 / tiny gradients (~1e-4), eps=1e-6", [(6,), (2, 3)], 3,
                  dict(lr=0.05, eps=1e-6, weight_decay=0.5), grad_scale=1e-4),
             without_grad(case("一个参数没有梯度（.grad 为 None，跳过它）/ a parameter whose .grad is None (skip it)",
-                              [(3, 2), (4,), (2,)], 3, dict(lr=0.02, weight_decay=0.1)), 1)]
+                              [(3, 2), (4,), (2,)], 3, dict(lr=0.02, weight_decay=0.1)), 1),
+            case("两个参数组（各自的 lr、weight_decay）、LambdaLR 调度 / two param groups (their own lr and "
+                 "weight_decay), a LambdaLR schedule", [(4, 3), (3,), (5,)], 4,
+                 dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1),
+                 groups=[{"params": [0, 1]}, {"params": [2], "lr": 0.03, "weight_decay": 0.0}],
+                 factors=[0.5, 1.0, 0.8, 0.3])]
 
 
 def without_grad(case, index):
@@ -314,4 +382,5 @@ FunctionCheck("AdamW", cases=_adamw_cases, outputs=("params after step 1", "para
               variants=adamw_variants, call=_adamw_call, on_error=_adamw_error,
               mistakes=("adamw_l2_in_gradient", "adamw_no_bias_correction", "adamw_decay_without_lr",
                         "adamw_eps_inside_sqrt", "adamw_eps_uncorrected_v", "adamw_decay_after_update",
-                        "adamw_grad_none_crash"))
+                        "adamw_grad_none_crash", "adamw_lr_ignored", "adamw_group_decay_ignored",
+                        "adamw_not_an_optimizer"))

@@ -25,6 +25,7 @@ MESSAGES = {
     # building the learner's module
     "construct_failed": ("构造 {call} 失败", "constructing {call} failed: {error}: {text}{line}"),
     "not_a_module": ("{call} 应是 nn.Module", "must be an nn.Module, got {got}"),
+    "not_a_subclass": ("{call} 应是 {base} 的子类", "must be a {base} subclass; its bases: {got}"),
     "state_dict_keys": ("state_dict 与契约不符",
                         "state_dict does not follow the contract: 缺少 missing {missing}{extra}"
                         " —— 请使用契约中的属性名 / use the contract's attribute names"),
@@ -66,6 +67,7 @@ MESSAGES = {
 ENGLISH = {
     "must_return": "{call} must return ({names}), got {got}",
     "not_a_module": "{call} must be an nn.Module, got {got}",
+    "not_a_subclass": "{call} must be a {base} subclass; its bases: {got}",
     "state_dict_keys": "state_dict does not follow the contract: missing {missing}{extra}; use the contract's "
                        "attribute names",
     "places": "{n} places",
