@@ -99,8 +99,10 @@ reset:
 # every worker, torch spin-waits on the busy cores (make test-fast: 1 min 35 s -> 37 s here).
 THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 
+# Coverage of grader/ and tutor/ (pytest-cov, with the course's own Python subprocesses): the report
+# lists the lines no test ran, and the run fails below the floor ([tool.coverage.report] fail_under).
 test: $(STAMP)
-	$(THREADS) $(PY) -m pytest -n auto --dist loadfile
+	$(THREADS) $(PY) -m pytest -n auto --dist loadfile --cov --cov-report=term
 
 # The inner loop: everything but the tests marked slow (nbgrader end to end, the class
 # simulation, notebook re-runs, builds in a temporary copy).

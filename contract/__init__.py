@@ -227,6 +227,21 @@ def get(name):
     return BY_NAME[name]
 
 
+def defaults(name):
+    """[(parameter, default)] of a component's signature, in order: a parameter without a default has
+    ``NO_DEFAULT``; a keyword-only parameter is not listed (no caller passes it by position)."""
+    sig = get(name).signature
+    if not sig:
+        return []
+    args = ast.parse(f"def f({sig}): pass").body[0].args
+    first_default = len(args.args) - len(args.defaults)
+    return [(a.arg, ast.literal_eval(args.defaults[i - first_default]) if i >= first_default else NO_DEFAULT)
+            for i, a in enumerate(args.args)]
+
+
+NO_DEFAULT = object()
+
+
 def chapter(number):
     """The components of one chapter (``"05"``), in teaching order."""
     return [c for c in COMPONENTS if c.chapter == number]

@@ -249,10 +249,15 @@ def start_worker(course, name, threads=1):
     return _spawn(cmd, folder / "worker.log", env=env, cwd=folder)
 
 
+_STARTED = []  # the scheduler and workers this process started: they outlive _spawn (stop() ends them by
+# pid), and a dropped Popen of a running process is a ResourceWarning
+
+
 def _spawn(cmd, logfile, env=None, cwd=None):
     with open(logfile, "a") as log:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True).pid
+        _STARTED.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                         start_new_session=True))
+    return _STARTED[-1].pid
 
 
 def stop(course, grace_s=15):

@@ -175,6 +175,9 @@ def launch(path, argv, memory_mb, cpu_s, sandbox=None):
     return True
 
 
+_SERVERS = []  # the servers this process started (spawn)
+
+
 def spawn(module, folder, tries=600):
     """Start ``python -m <module> <socket> <this pid>`` (a server that exits with this process) and
     wait up to ``tries`` × 50 ms for its socket; returns the socket's path (absent if it never came)."""
@@ -182,8 +185,10 @@ def spawn(module, folder, tries=600):
 
     name = module.rsplit(".", 1)[-1]
     path = os.path.join(folder, f"{name}-{os.getpid()}.sock")
-    subprocess.Popen([sys.executable, "-m", module, path, str(os.getpid())],
-                     stdin=subprocess.DEVNULL, start_new_session=True)
+    # kept: the server outlives this call (it exits with this process), and a dropped Popen of a
+    # running process is a ResourceWarning
+    _SERVERS.append(subprocess.Popen([sys.executable, "-m", module, path, str(os.getpid())],
+                                     stdin=subprocess.DEVNULL, start_new_session=True))
     for _ in range(tries):  # the preload takes a few seconds
         if os.path.exists(path):
             break

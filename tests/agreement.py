@@ -2,7 +2,7 @@
 
 ``visible_outcome(check, obj)`` runs the visible asserts of the graded cells that call
 ``check(<check>, <name>)`` (read from the source notebooks, the hidden part and the ``check`` calls
-left out) in the chapter's namespace just before the exercise (tests/test_idioms.py's ``_prefix``:
+left out) in the chapter's namespace just before the exercise (``pipeline_helpers.namespace_before``:
 setup, provided and reference code), with ``obj`` bound to ``<name>``. ``None`` when no graded cell
 runs that check (a bonus).
 """
@@ -14,8 +14,7 @@ import re
 import torch
 
 import contract
-from tests.test_idioms import _chapter, _prefix, _run_cell
-from tools.paths import SOURCE
+from pipeline_helpers import exercise_cells, graded_chapters, namespace_before, run_cell
 
 COMPONENTS = {c.name for c in contract.COMPONENTS}
 
@@ -55,11 +54,8 @@ def _visible(source):
 def visible_cells():
     """check name -> (chapter, exercise, object name, [visible sources of its graded cells])."""
     found = {}
-    for path in sorted(SOURCE.iterdir()):
-        chapter = path.name
-        if not (path / f"{chapter}.ipynb").exists():
-            continue
-        cells, exercises = _chapter(chapter)
+    for chapter in graded_chapters():
+        cells, exercises = exercise_cells(chapter)
         for exercise, (start, end) in exercises.items():
             for kind, source in cells[start + 1:end + 1]:
                 if kind != "graded":
@@ -79,10 +75,10 @@ def visible_outcome(check, obj):
     if check not in visible_cells():
         return None
     chapter, exercise, name, _ = visible_cells()[check]
-    cells, exercises = _chapter(chapter)
+    cells, exercises = exercise_cells(chapter)
     start, end = exercises[exercise]
-    namespace = dict(_prefix(chapter, exercise))
-    _run_cell(cells[start][1], namespace, f"<{chapter} {exercise}>")  # the exercise's other names: the reference
+    namespace = dict(namespace_before(chapter, exercise))
+    run_cell(cells[start][1], namespace, f"<{chapter} {exercise}>")  # the exercise's other names: the reference
     # an entry built on its own module's classes (a catalogue.reference copy): a visible isinstance must see those
     home = _globals_of(obj)
     namespace.update({k: v for k, v in home.items() if k in namespace and isinstance(v, type) and k in COMPONENTS})
@@ -92,7 +88,7 @@ def visible_outcome(check, obj):
         torch.manual_seed(0)
         for i in range(start + 1, end + 1):
             kind, source = cells[i]
-            _run_cell(_visible(source)[0] if kind == "graded" else source, namespace, f"<{chapter} cell {i}>")
+            run_cell(_visible(source)[0] if kind == "graded" else source, namespace, f"<{chapter} cell {i}>")
     except Exception as exc:  # an assert or a crash: the visible tests fail
         return False, f"{type(exc).__name__}: {str(exc)[:200]}"
     finally:

@@ -5,7 +5,7 @@
 One row per (entry, check): the wrong, right and real-world catalogues (catalogue/), the
 reference's own source and a ``NotImplementedError`` stub for every check, and every idiom of
 catalogue/idioms/ (its chapter's cells before the exercise, then the idiom's cells, as
-tests/test_idioms.py runs them; the check of the exercise's name then runs on what the cells bound).
+tests/pipeline_helpers.run_idiom runs them; the check of the exercise's name then runs on what the cells bound).
 Columns, tab-separated, rows sorted: entry, check, verdict (pass/fail), diagnosis ids, the failing
 case, the message's first line, the whole message (newlines as ``⏎``). Two tables of the same
 code are equal; a refactor that keeps behaviour keeps the table (``diff before after``). The chapters'
@@ -75,22 +75,10 @@ def catalogue_entries():
 
 def idiom_entries():
     """[(entry label, check name, thunk -> object)] of every idiom whose exercise has a check."""
-    import test_idioms
-
     from catalogue.idioms import IDIOMS
+    from pipeline_helpers import run_idiom
 
-    def bound(idiom):
-        namespace = dict(test_idioms._prefix(idiom.chapter, idiom.exercise))
-        dtype = torch.get_default_dtype()
-        try:
-            torch.manual_seed(0)
-            for k, source in enumerate(idiom.cells):
-                test_idioms._run_cell(source, namespace, f"<idiom {idiom.id} cell {k}>")
-        finally:
-            torch.set_default_dtype(dtype)
-        return namespace[idiom.exercise]
-
-    return [(f"idiom {idiom.id}", idiom.exercise, lambda idiom=idiom: bound(idiom))
+    return [(f"idiom {idiom.id}", idiom.exercise, lambda idiom=idiom: run_idiom(idiom, tests=False)[idiom.exercise])
             for idiom in IDIOMS if idiom.exercise in CHECKS]
 
 

@@ -8,12 +8,12 @@ see the check's ✅ and then a visible ❌ in the same cell; where visible tests
 import pytest
 import torch
 
+from pipeline_helpers import OVERFLOWS_ON_PURPOSE
 from tests import agreement
 from tutor.checks import run_check
 
 ENTRIES = agreement.entries()
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
-                                        "ignore:invalid value encountered:RuntimeWarning")
+pytestmark = OVERFLOWS_ON_PURPOSE
 
 
 @pytest.mark.parametrize("label, check, obj", ENTRIES, ids=[e[0] for e in ENTRIES])

@@ -14,6 +14,7 @@ from nbgrader import utils
 
 from grader.audit import audit_source, builtin_uses
 from grader.audit_submission import AuditSubmission
+from pipeline_helpers import graded_chapters
 from tools import simulate_class
 from tools.paths import ROOT
 
@@ -144,11 +145,6 @@ def test_builtin_found_by_any_name_and_only_inside_definitions():
     assert not builtin_uses("class LayerNorm(nn.Module):\n    pass\n\ndef f():\n    return LayerNorm()")
 
 
-def _chapters():
-    return [p.parent.name for p in sorted((ROOT / "source").glob("*/*.ipynb"))
-            if simulate_class.analyse(p.parent.name, ROOT / "source").exercises]
-
-
 def _audited(nb):
     """{grade_id: error name} for the graded cells the audit voids."""
     nb = copy.deepcopy(nb)
@@ -160,7 +156,7 @@ def _audited(nb):
             for out in cell.get("outputs", []) if out.output_type == "error"}
 
 
-@pytest.mark.parametrize("chapter", _chapters())
+@pytest.mark.parametrize("chapter", graded_chapters())
 def test_perfect_and_idiom_submissions_are_never_flagged(chapter):
     """Every exercise cell of the reference (graded and bonus) and every idiom, as handed in."""
     info = simulate_class.analyse(chapter, ROOT / "source")

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 import catalogue
 from catalogue import realworld, realworld_llm, realworld_round3
 from catalogue.reference import load
+from pipeline_helpers import OVERFLOWS_ON_PURPOSE
 from tools.paths import ANSWER_KEYS, ROOT
 from tutor import mistakes
 from tutor.checks import CHECKS, MORE, NOT_IMPLEMENTED, run_check
@@ -37,8 +38,7 @@ from tutor.grading import grade, report
 WRONG, RIGHT = catalogue.cases("wrong"), catalogue.cases("right") + realworld_llm.RIGHT + realworld_round3.RIGHT
 REALWORLD = realworld.CASES + realworld_llm.CASES + realworld_round3.CASES
 REFERENCE = load()
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
-                                        "ignore:invalid value encountered:RuntimeWarning")
+pytestmark = OVERFLOWS_ON_PURPOSE
 
 
 

@@ -9,129 +9,21 @@ here means visible and hidden tests both pass. Fast (no nbgrader); the end-to-en
 same catalogue lives in the class simulation.
 """
 import ast
-import functools
-import json
-import os
 import subprocess
 import sys
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import nbformat
+import pytest
 
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import nbformat  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from catalogue.idioms import IDIOMS  # noqa: E402
-from grader import audit  # noqa: E402
+from catalogue.idioms import IDIOMS
+from pipeline_helpers import exercise_cells, graded_exercises, run_idiom
 from tools.paths import ROOT, SOURCE
-from tutor import guard  # noqa: E402
+from tutor import guard
 
-CHAPTERS = sorted(p.name for p in SOURCE.iterdir() if (p / f"{p.name}.ipynb").exists())
 MIN_IDIOMS = 36
 # Built-ins the exercises replace (tutor.guard's one table), as attributes (F.layer_norm, nn.LayerNorm, ...);
 # the notebook's own functions of the same names (a bare ``LayerNorm``) are the learner's and stay allowed.
 FORBIDDEN_ATTRIBUTES = {path.rsplit(".", 1)[1] for path in guard.FORBIDDEN_BUILTINS}
-
-
-def _nbgrader(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _first_name(source):
-    """The first name a cell defines at top level (def, class or assignment)."""
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return node.name
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            return node.targets[0].id
-    return None
-
-
-@functools.cache
-def _chapter(chapter):
-    """(code cells as (kind, source)), {exercise: (index of its cell, index of its last graded cell)}.
-
-    kind is "solution", "graded" or "code". A graded exercise is a solution cell followed by graded
-    cells before the next solution cell; a solution cell without graded cells (a bonus) is not one."""
-    nb = json.loads((SOURCE / chapter / f"{chapter}.ipynb").read_text(encoding="utf-8"))
-    cells = []
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        meta = _nbgrader(cell)
-        kind = "solution" if meta.get("solution") else "graded" if meta.get("grade") else "code"
-        cells.append((kind, "".join(cell["source"])))
-    exercises, current = {}, None
-    for i, (kind, source) in enumerate(cells):
-        if kind == "solution":
-            current = (_first_name(source), i)
-        elif kind == "graded" and current is not None:
-            exercises[current[0]] = (current[1], i)
-    return cells, exercises
-
-
-def graded_exercises():
-    """[(chapter, exercise)] for every graded exercise of every chapter, in course order."""
-    return [(chapter, name) for chapter in CHAPTERS for name in _chapter(chapter)[1]]
-
-
-def _run_cell(source, namespace, label):
-    exec(compile(source, label, "exec"), namespace)  # noqa: S102 - the course's own notebook cells
-    plt.close("all")
-
-
-def _names(source):
-    """(names a cell binds outside function bodies, names it reads anywhere): an over-approximation."""
-    tree = ast.parse(source)
-    return set(audit.bound_names(tree)), audit.read_names(tree)
-
-
-@functools.cache
-def _prefix(chapter, exercise):
-    """The namespace just before the exercise cell.
-
-    Runs the setup cell, the provided and solution cells, and the demo cells that bind a name some
-    later cell reads (idioms of this exercise, the exercise's tests, the cells kept before them).
-    Skipped: the graded cells of earlier exercises, and demo cells nothing reads (slow plots and
-    experiments whose results no test uses)."""
-    cells, exercises = _chapter(chapter)
-    start, end = exercises[exercise]
-    needed = set()
-    for source in [c for idiom in IDIOMS if (idiom.chapter, idiom.exercise) == (chapter, exercise)
-                   for c in idiom.cells] + [source for _, source in cells[start:end + 1]]:
-        needed |= _names(source)[1]
-    keep = []
-    for i in range(start - 1, -1, -1):
-        kind, source = cells[i]
-        bound, loaded = _names(source)
-        if kind == "solution" or i == 0 or (kind == "code" and bound & needed):
-            keep.append(i)
-            needed |= loaded
-    namespace = {"__name__": "__main__"}
-    torch.manual_seed(0)
-    for i in reversed(keep):
-        _run_cell(cells[i][1], namespace, f"<{chapter} cell {i}>")
-    return namespace
-
-
-def run_idiom(idiom):
-    """Execute the idiom in its chapter's notebook; raises what the first failing cell raises."""
-    cells, exercises = _chapter(idiom.chapter)
-    start, end = exercises[idiom.exercise]
-    namespace = dict(_prefix(idiom.chapter, idiom.exercise))
-    dtype = torch.get_default_dtype()
-    try:
-        torch.manual_seed(0)
-        for k, source in enumerate(idiom.cells):
-            _run_cell(source, namespace, f"<idiom {idiom.id} cell {k}>")
-        for i in range(start + 1, end + 1):
-            _run_cell(cells[i][1], namespace, f"<{idiom.chapter} cell {i}>")
-    finally:
-        torch.set_default_dtype(dtype)
 
 
 def test_catalogue_size_and_ids():
@@ -180,7 +72,7 @@ def _submission(idiom):
     """The chapter's source notebook as the learner hands it in with this idiom (nbformat node)."""
     nb = nbformat.read(SOURCE / idiom.chapter / f"{idiom.chapter}.ipynb", as_version=4)
     code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
-    at = code[_chapter(idiom.chapter)[1][idiom.exercise][0]]
+    at = code[exercise_cells(idiom.chapter)[1][idiom.exercise][0]]
     nb.cells[at].source = idiom.cells[0]
     nb.cells[at + 1:at + 1] = [nbformat.v4.new_code_cell(source) for source in idiom.cells[1:]]
     return nb

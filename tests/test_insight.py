@@ -327,6 +327,15 @@ def test_grading_again_replaces_a_submissions_record(graded):
 
 
 @pytest.mark.slow
+def _read(db_url):
+    """The findings in the gradebook at ``db_url``, its connections closed afterwards."""
+    engine = create_engine(db_url)
+    try:
+        return findings.read(engine)
+    finally:
+        engine.dispose()
+
+
 def test_a_class_graded_on_the_cluster_is_recorded_in_postgresql_once(tmp_path_factory):
     """grader.cluster on two workers and a PostgreSQL gradebook: each worker's nbgrader records the
     findings (the table made by whichever worker comes first), the report reads them through the
@@ -347,9 +356,9 @@ def test_a_class_graded_on_the_cluster_is_recorded_in_postgresql_once(tmp_path_f
         try:
             with cluster.client_for(course, workers=2) as client:
                 cluster.grade(client, course, db_url, [CHAPTER], log=lambda *_: None)
-                first = findings.read(create_engine(db_url))
+                first = _read(db_url)
                 cluster.grade(client, course, db_url, [CHAPTER], log=lambda *_: None)
-                again = findings.read(create_engine(db_url))
+                again = _read(db_url)
         finally:
             cluster.stop(course)
         proc = subprocess.run([sys.executable, "-m", "grader.insight", "--lang", "en"], cwd=course,

@@ -1,71 +1,31 @@
 """No leak: what a learner gets (release/ and notebooks/) holds no solution code, no hidden test,
 no lesson source and no answer key, and its setup does not load the reference package."""
-import inspect
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-import solutions
-from pipeline_helpers import LESSONS, ROOT, build, read_nb
+from pipeline_helpers import (
+    FORBIDDEN_ANYWHERE,
+    FORBIDDEN_IN_CODE,
+    LESSONS,
+    ROOT,
+    build,
+    exercise_names,
+    read_nb,
+    snippets_in,
+    solution_snippets,
+)
 from tools.simulate_class import nbgrader
-
-FORBIDDEN_ANYWHERE = [
-    (re.compile(r"BEGIN SOLUTION|END SOLUTION"), "solution markers"),
-    (re.compile(r"BEGIN HIDDEN|END HIDDEN"), "hidden-test markers"),
-]
-FORBIDDEN_IN_CODE = [
-    (re.compile(r"(?<![\w.])grade\("), "a hidden grade(...) call"),
-    (re.compile(r"tutor\.grading import grade\b"), "the hidden-test import"),
-    (re.compile(r"^\s*(import solutions|from solutions\b)", re.MULTILINE), "an import of the reference package"),
-]
 
 
 def learner_notebooks(name):
     return {"release": ROOT / "release" / name / f"{name}.ipynb", "notebooks": ROOT / "notebooks" / f"{name}.ipynb",
             "notebooks/en": ROOT / "notebooks" / "en" / f"{name}.ipynb",
             "en/release": ROOT / "en" / "release" / name / f"{name}.ipynb"}
-
-
-def exercise_names(name):
-    cells = build.read_lesson(name)
-    return [n for c in cells if "exercise" in c.metadata
-            for n in build.split_names(c.metadata["exercise"], "exercise", name)]
-
-
-def significant(lines):
-    """Stripped lines that carry code: no blanks, comments or short fragments like ``return out``."""
-    return [t for t in (line.strip() for line in lines) if len(t) >= 12 and not t.startswith("#")]
-
-
-def solution_snippets(obj_name):
-    """What would betray a solution of ``solutions.<obj_name>``: every pair of consecutive
-    significant lines of its marked regions (a one-line region: that line)."""
-    snippets, region, inside = set(), [], False
-    for line in inspect.getsource(getattr(solutions, obj_name)).split("\n"):
-        text = line.strip()
-        if text == build.BEGIN_SOLUTION:
-            inside, region = True, []
-        elif text == build.END_SOLUTION:
-            inside = False
-            code = significant(region)
-            snippets |= {tuple(code)} if len(code) == 1 else set(zip(code, code[1:]))
-        elif inside:
-            region.append(line)
-    return snippets
-
-
-def snippets_in(sources):
-    """Single significant lines and consecutive pairs of them, per cell source."""
-    found = set()
-    for source in sources:
-        code = significant(source.split("\n"))
-        found |= {(t,) for t in code} | set(zip(code, code[1:]))
-    return found
 
 
 def allowed_snippets(source_nb):

@@ -1,8 +1,8 @@
 """nbval regression of chapters 08 and 09 (tests/test_nbval.py has the rest): 08 trains the GPT and
 saves it as answer_keys/gpt_poems.pt, 09 loads it. One file keeps them in order on one test worker."""
 import pytest
-from test_nbval import rerun_and_compare
 
+from pipeline_helpers import rerun_and_compare
 from tools.paths import ANSWER_KEYS
 
 pytestmark = pytest.mark.slow

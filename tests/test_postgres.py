@@ -104,6 +104,10 @@ def test_the_shared_gradebook_engine_outlives_a_server_restart(db_url, monkeypat
     script = str(ROOT / "tools" / "postgres.sh")
     subprocess.run([script, "stop"], env=env, check=True)
     subprocess.run([script, "start"], env=env, check=True, capture_output=True)
-    with api.Gradebook(db_url, course_id="shousi-transformer") as gb:
-        assert "restart_probe" in {s.id for s in gb.students}
-    assert len(hardening._ENGINES) == 1, "the second Gradebook did not reuse the engine"
+    try:
+        with api.Gradebook(db_url, course_id="shousi-transformer") as gb:
+            assert "restart_probe" in {s.id for s in gb.students}
+        assert len(hardening._ENGINES) == 1, "the second Gradebook did not reuse the engine"
+    finally:
+        for engine in hardening._ENGINES.values():  # a process's shared engine lives as long as it does: here, the test
+            engine.dispose()

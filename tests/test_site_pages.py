@@ -8,9 +8,17 @@ import re
 
 import nbformat
 import pytest
-from test_leaks import FORBIDDEN_ANYWHERE, FORBIDDEN_IN_CODE, exercise_names, snippets_in, solution_snippets
 
-from pipeline_helpers import LESSONS, ROOT, read_nb
+from pipeline_helpers import (
+    FORBIDDEN_ANYWHERE,
+    FORBIDDEN_IN_CODE,
+    LESSONS,
+    ROOT,
+    exercise_names,
+    read_nb,
+    snippets_in,
+    solution_snippets,
+)
 from tools import make_site
 from tools.paths import ANSWER_KEYS
 

@@ -3,8 +3,8 @@ drill's timer, the verdict with the time taken, and the reference only after a p
 import re
 
 import pytest
-from test_lab import KERNEL_IDLE, RUN_S, menu, open_notebook
 
+from pipeline_helpers import KERNEL_IDLE, RUN_S, menu, open_notebook
 from tutor import drills, store
 
 pytestmark = pytest.mark.browser

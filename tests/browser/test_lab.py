@@ -5,13 +5,12 @@ Each scenario leaves screenshots in build/browser-screenshots/, named after its 
 """
 import io
 import re
-import subprocess
 
-import nbformat
 import numpy as np
 import pytest
 from PIL import Image
 
+from pipeline_helpers import KERNEL_IDLE, NB, RUN_S, fonts_for, installed_families, menu, open_notebook
 from tools import build
 from tutor.mistakes import explain
 
@@ -19,9 +18,6 @@ pytestmark = pytest.mark.browser
 
 CHAPTER = "01_attention"
 NOTEBOOK = f"{CHAPTER}.ipynb"
-NB = ".jp-NotebookPanel:visible .jp-Notebook"
-KERNEL_IDLE = "#jp-main-statusbar >> text=/\\| Idle/"
-RUN_S = 180_000  # ms: a cell, a Validate or a generate may take this long on a loaded 2-core machine
 WRONG_SOFTMAX = (  # the classic: no max subtracted, exp overflows for large inputs
     "def softmax(x, axis=-1):\n"
     "    e = np.exp(x)\n"
@@ -43,18 +39,6 @@ def quiet_server(browser, lab):  # browser first: without one, skip before start
 # ------------------------------------------------------------------ helpers
 
 
-def open_notebook(page, lab, path):
-    """Open ``path`` (relative to the server root) in a fresh layout; wait for an idle kernel and for
-    every cell of the file to be on the page (JupyterLab renders a long notebook's cells in batches)."""
-    page.goto(lab.url(f"lab/tree/{path}"))
-    notebook = page.locator(NB)
-    notebook.wait_for()
-    page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
-    cells = len(nbformat.read(lab.root() / path, as_version=4).cells)
-    notebook.locator(".jp-Cell").nth(cells - 1).wait_for(state="attached", timeout=RUN_S)
-    return notebook
-
-
 def cell_with(notebook, text):
     """The one cell whose source contains ``text``."""
     cell = notebook.locator(".jp-Cell").filter(has_text=text)
@@ -69,11 +53,6 @@ def run_cell(page, cell):
     page.keyboard.press("Shift+Enter")
 
 
-def menu(page, top, item):
-    page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text=top).click()
-    page.locator(".lm-Menu-itemLabel").filter(has_text=re.compile(f"^{re.escape(item)}$")).click()
-
-
 def assert_figure(image, shots, name):
     """A rendered matplotlib figure: painted (not blank) and sharp on this HiDPI screen."""
     image.scroll_into_view_if_needed()
@@ -85,28 +64,6 @@ def assert_figure(image, shots, name):
     assert natural_w >= 1.9 * shown_w, (
         f"{name}: the PNG has {natural_w} px for {shown_w} CSS px: blurry on a HiDPI screen "
         "(tutor/plots/style.py turns on the retina format)")
-
-
-def fonts_for(page, element):
-    """Families Chromium really used for the text directly inside ``element``, with glyph counts."""
-    element.evaluate("e => e.setAttribute('data-font-probe', '')")
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("DOM.enable")
-    cdp.send("CSS.enable")
-    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
-    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "[data-font-probe]"})["nodeId"]
-    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
-    element.evaluate("e => e.removeAttribute('data-font-probe')")
-    return {f["familyName"]: f["glyphCount"] for f in fonts}
-
-
-def installed_families(pattern):
-    """Font families fontconfig lists for ``pattern`` (e.g. ':lang=zh'); empty without fontconfig."""
-    try:
-        out = subprocess.run(["fc-list", pattern, "family"], capture_output=True, text=True).stdout
-    except FileNotFoundError:
-        return set()
-    return {name.strip() for line in out.splitlines() for name in line.split(",") if name.strip()}
 
 
 # ------------------------------------------------------------------ the learner

@@ -19,7 +19,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_lab import fonts_for, installed_families
+
+from pipeline_helpers import fonts_for, installed_families
 
 from tools import make_site
 

@@ -37,6 +37,7 @@ MESSAGES = {
     "must_be_tensor": ("{key}: 应为 torch.Tensor", "must be a plain torch.Tensor, got {got}"),
     "wrong_dtype": ("{key}: dtype 应为", "must be {expected}, got {got}"),
     "must_be_floating": ("{key}: 应为浮点张量", "must be a floating-point tensor, got {got}"),
+    "wrong_device": ("{key}: 设备不对", "must be on device {expected}, got {got}"),
     "must_be_numpy": ("{key}: 应为 NumPy 数组", "must be a NumPy array, got {got}"),
     "wrong_shape": ("{key}: 形状不对", "wrong shape: 期望 expected {expected}, 得到 got {got}"),
     "elements_differ": ("{key}: {count} 个元素不同", "elements differ, first at {idx}: expected {expected}, got {got}"),

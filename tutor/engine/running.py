@@ -159,13 +159,42 @@ def _detached(out):
     return {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
 
 
+def _is_default(value, default):
+    """``value`` is the contract's ``default`` itself (a literal of the same type: ``1`` is not ``1.0``)."""
+    if default is None:
+        return value is None
+    return type(value) is type(default) and value == default
+
+
+def relying_on_defaults(fn, name):
+    """``fn`` called as a caller who relies on the contract's defaults of component ``name``: an argument
+    equal to its default is left out (a positional one after it is then passed by its contract name), so
+    every case whose value is the default runs the learner's own default (softmax's ``axis=-1``: a default
+    of ``+1`` fails there). A component without defaults gets ``fn`` itself."""
+    params = contract.defaults(name) if name in contract.BY_NAME else []
+    given = dict(params)
+    if all(default is contract.NO_DEFAULT for _, default in params):
+        return fn
+
+    @functools.wraps(fn, updated=())  # a class (AdamW) keeps its own __dict__
+    def call(*args, **kwargs):
+        kept = [i for i, value in enumerate(args) if i >= len(params) or not _is_default(value, params[i][1])]
+        leading = next((n for n, i in enumerate(kept) if i != n), len(kept))  # positional up to the first gap
+        named = {params[i][0]: args[i] for i in kept[leading:]}  # after a left-out default: by name
+        kwargs = {k: v for k, v in kwargs.items() if k not in given or not _is_default(v, given[k])}
+        return fn(*args[:leading], **named, **kwargs)
+
+    return call
+
+
 def _function_sides(check):
-    """(learner, reference, ref_for) of a ``FunctionCheck``."""
+    """(learner, reference, ref_for) of a ``FunctionCheck``: the learner's function is called as
+    ``relying_on_defaults`` says."""
     reference_fn = getattr(solutions, check.reference or check.name)
     call = check.call if check.cost is None else cost.measured(check.call, check.cost.watched)
 
     def learner(fn, case):
-        return _outputs(check, fn, case, check.name, call)
+        return _outputs(check, relying_on_defaults(fn, check.reference or check.name), case, check.name, call)
 
     def reference(case):
         return cached(case, lambda: _detached(_outputs(check, reference_fn, case, check.name, check.call)))
