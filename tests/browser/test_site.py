@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from pipeline_helpers import fonts_for, installed_families
-
 from tools import make_site
 
 pytestmark = pytest.mark.browser
