@@ -97,8 +97,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=THREADS, help="torch threads (default: as the lessons)")
     parser.add_argument("--device", default="cpu",
-                        help="cpu (default), cuda, cuda:N, mps, or auto (solutions.pick_device: CUDA, else MPS, else the CPU; "
-                             "COURSE_DEVICE if set)")
+                        help="cpu (default), cuda, cuda:N, mps, or auto (solutions.pick_device: CUDA, else MPS, "
+                             "else the CPU; COURSE_DEVICE if set)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.device != "auto":

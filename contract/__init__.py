@@ -159,7 +159,8 @@ COMPONENTS = (
     _c("AdamW", "08", "training", "graded",
        "AdamW: decoupled weight decay, bias-corrected moments; `lr` settable between steps",
        "params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01", methods={"step": "", "zero_grad": ""}),
-    _c("train_gpt", "08", "gpt_data", "provided", "the chapter's AdamW, warmup then cosine decay, clipping, on the model's device",
+    _c("train_gpt", "08", "gpt_data", "provided",
+       "the chapter's AdamW, warmup then cosine decay, clipping, on the model's device",
        "model, train_data, val_data, *, block_size, batch_size=32, max_steps=600, lr=0.003, warmup=50, "
        "eval_every=50, seed=0, progress=True"),
     _c("repeat_kv", "08", "llm", "graded", "(B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), each KV head repeated in place",

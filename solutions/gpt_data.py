@@ -124,8 +124,9 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
     on vectors: two optimisers, where PyTorch would use two parameter groups), the learning rate
     ``warmup_cosine_lr`` (``warmup`` steps, then cosine decay to 10 % of ``lr``), gradients clipped
     by ``clip_grad_norm`` at a global norm of 1. Batches come from their own ``torch.Generator``
-    seeded with ``seed`` (on the CPU, the same on every device) and are moved to the model's device. Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores
-    ``train_data`` and ``val_data`` on fixed windows. ``progress``: a tqdm bar on stdout.
+    seeded with ``seed`` (on the CPU, the same on every device) and are moved to the model's device.
+    Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores ``train_data`` and
+    ``val_data`` on fixed windows. ``progress``: a tqdm bar on stdout.
 
     Returns a dict: ``loss`` (one per step), ``evals`` (list of ``(step, train_loss, val_loss)``),
     ``val_loss`` (the last evaluation), ``steps`` and ``seconds`` (wall time).

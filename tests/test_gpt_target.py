@@ -102,7 +102,7 @@ def test_lessons_state_the_benchmark_recipe(lesson):
     the same model again and samples with the benchmark's settings (one recipe, one target)."""
     text = (ROOT / "lessons" / f"{lesson}.py").read_text(encoding="utf-8")
     wanted = [(key, value) for recipe in (bench.RECIPE, bench.TRAIN, bench.GPU_RECIPE, bench.GPU_TRAIN)
-              for key, value in recipe.items() if key != "max_steps"]  # the lesson trains less under nbgrader: MAX_STEPS
+              for key, value in recipe.items() if key != "max_steps"]  # the lessons train less under nbgrader
     wanted += list(bench.SAMPLING.items()) if lesson == "09_decoding" else []
     for key, value in wanted:
         written = [ast.literal_eval(v) for v in re.findall(rf"\b{key}=([0-9.e+-]+|True|False)[,)\s]", text)]
