@@ -160,15 +160,15 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
                      progress=True):
     """Train ``model`` on fresh copy batches until held-out exact match reaches ``target``.
 
-    Adam (betas 0.9/0.98, eps 1e-9) with ``lr = lr_factor * noam_lr(step, d_model, warmup)``;
-    training batches come from their own ``torch.Generator`` seeded with ``seed``, one
-    ``train_step`` each, moved to the model's device (as is the held-out set). Every ``eval_every``
-    steps (and at the last step) the held-out set ``eval_src``/``eval_tgt`` is scored with one
-    teacher-forced forward pass: for a causal decoder, a row whose every arg-max token is right is exactly a row that greedy decoding gets right
-    (greedy decoding feeds back its own tokens, which are then the true ones). A model whose
-    future leaks past the causal mask scores high here and not under greedy decoding, so when
-    that score reaches ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the
-    first confirmed evaluation or after ``max_steps``. ``progress``: a tqdm bar on stdout.
+    Adam (betas 0.9/0.98, eps 1e-9) with ``lr = lr_factor * noam_lr(step, d_model, warmup)``; training
+    batches come from their own ``torch.Generator`` seeded with ``seed``, one ``train_step`` each, moved
+    to the model's device (as is the held-out set). Every ``eval_every`` steps (and at the last step) the
+    held-out set ``eval_src``/``eval_tgt`` is scored with one teacher-forced forward pass: for a causal
+    decoder, a row whose every arg-max token is right is exactly a row that greedy decoding gets right
+    (greedy decoding feeds back its own tokens, which are then the true ones). A model whose future leaks
+    past the causal mask scores high here and not under greedy decoding, so when that score reaches
+    ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the first
+    confirmed evaluation or after ``max_steps``. ``progress``: a tqdm bar on stdout.
 
     Returns a dict: ``loss`` and ``lr`` (one per step), ``evals`` (list of ``(step, score)``,
     teacher-forced), ``exact_match`` (greedy, last confirmation or the final step), ``steps``,
