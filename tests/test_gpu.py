@@ -12,11 +12,13 @@ import sys
 
 import pytest
 import torch
+from test_gpt_target import load_benchmark
 
 import solutions
 from catalogue.reference import load
 from solutions import (
     GPT,
+    CharTokenizer,
     Transformer,
     beam_search,
     estimate_loss,
@@ -101,6 +103,18 @@ def test_gpt_and_generation_on_the_device(device):
                          use_cache=cache, **kwargs) for cache in (False, True)]
         assert runs[0].device == prompt.device and runs[0].shape == (2, 13)
         assert torch.equal(runs[0], runs[1]), kwargs
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_benchmark_samples_where_its_model_is(device):
+    """benchmarks/gpt_train.py --device: the poems are sampled on the model's device, with a generator made there."""
+    bench = load_benchmark()
+    tokenizer = CharTokenizer("春风明月。，\n")
+    torch.manual_seed(0)
+    model = GPT(tokenizer.vocab_size, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=1,
+                max_len=bench.MAX_POEM + len(bench.PROMPT)).eval().to(device)
+    poems = bench.sample_poems(model, tokenizer, seed=0, n=3)
+    assert len(poems) == 3 and poems == bench.sample_poems(model, tokenizer, seed=0, n=3)
 
 
 @pytest.mark.parametrize("device", DEVICES)
