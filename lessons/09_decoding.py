@@ -80,6 +80,7 @@ DATA = Path(tutor.__file__).resolve().parents[1] / "data"  # the course's data/ 
 VAL_POEMS = 1000
 DEVICE = pick_device()                                                     # CUDA, or Apple's MPS, when present; otherwise the CPU
 GPU_RECIPE = DEVICE.type == "cuda"                                         # chapter 08's bigger recipe
+BEAM_DEVICE = torch.device("cpu") if DEVICE.type == "mps" else DEVICE      # beam_search sums in float64, which MPS lacks
 MAX_STEPS = 0 if GRADING else 2000 if GPU_RECIPE else 600
 # Two threads train this model ~1.8x faster on an idle 2-core machine but ~1.5x slower beside another busy job;
 # its numbers are the same either way, so it takes two only while the machine is idle.
@@ -408,7 +409,8 @@ assert _tokens.tolist() == [9, 1, 2, 0], f"alpha=1 时长度归一化选 1,2,EOS
 if model is not None:
     try:
         _newline = tokenizer.encode("\n").item()
-        _prompt = tokenizer.encode("明月").to(DEVICE)
+        model.to(BEAM_DEVICE)                                                 # the CPU instead of MPS (float64)
+        _prompt = tokenizer.encode("明月").to(BEAM_DEVICE)
         for _alpha in (0.0, 1.0):
             _tokens, _score = beam_search(gpt_step_fn(model), _prompt, beam_size=4, max_new_tokens=30, eos_id=_newline, alpha=_alpha)
             print(f"beam 4, alpha {_alpha}: {tokenizer.decode(_tokens).strip()!r}  (score ~{_score:.2f})")
@@ -440,9 +442,10 @@ elif model is not None:
         _h = train_copy_model(copy_model, vocab_size=13, min_len=1, max_len=10, eval_src=_eval_src, eval_tgt=_eval_tgt,
                               batch_size=128, max_steps=400, lr_factor=1.0, warmup=100, eval_every=50, seed=0, target=0.99)
         print(f"copy model: greedy exact match on 200 held-out ~{_h['exact_match']:.3f} after ~{_h['steps']} steps")
-        _src, _, _tgt = (t.to(DEVICE) for t in make_copy_batch(5, 13, 3, 8, torch.Generator().manual_seed(7)))
+        copy_model.to(BEAM_DEVICE)                                            # the CPU instead of MPS (float64)
+        _src, _, _tgt = (t.to(BEAM_DEVICE) for t in make_copy_batch(5, 13, 3, 8, torch.Generator().manual_seed(7)))
         for _i in range(5):
-            _beam, _ = beam_search(transformer_step_fn(copy_model, _src[_i:_i + 1]), torch.tensor([BOS_ID], device=DEVICE), 3, 11, EOS_ID, alpha=1.0)
+            _beam, _ = beam_search(transformer_step_fn(copy_model, _src[_i:_i + 1]), torch.tensor([BOS_ID], device=BEAM_DEVICE), 3, 11, EOS_ID, alpha=1.0)
             _greedy = copy_model.greedy_decode(_src[_i:_i + 1], BOS_ID, EOS_ID, 11)[0]
             print(f"src {_src[_i].tolist()}  beam {_beam[1:].tolist()}  greedy == beam: {_greedy[:len(_beam)].tolist() == _beam.tolist()}")
     except NotImplementedError:
