@@ -131,7 +131,10 @@ COMPONENTS = (
     _c("train_step", "07", "copy_task", "graded", "one optimiser step (zero_grad, loss, backward, step, scheduler) "
        "-> the loss as a float", "model, optimizer, scheduler, src, tgt_in, tgt_out",
        tested_by="train_step_updates_model"),
-    _c("train_copy_model", "07", "copy_task", "provided", "trains until the held-out exact match reaches `target`",
+    _c("pick_device", "07", "copy_task", "provided",
+       "where to train and generate: CUDA, else Apple's MPS, else the CPU (`COURSE_DEVICE` overrides)", ""),
+    _c("train_copy_model", "07", "copy_task", "provided",
+       "trains until the held-out exact match reaches `target`, on the model's device",
        "model, *, vocab_size, min_len, max_len, eval_src, eval_tgt, batch_size=64, max_steps=2000, lr_factor=1.0, "
        "warmup=100, eval_every=25, target=0.999, seed=0, progress=True"),
     # 08 from the Transformer to a GPT (docs/CONTRACT_LLM.md)
@@ -158,7 +161,8 @@ COMPONENTS = (
        "each param group at every step (schedulers work), a parameter without `.grad` skipped",
        "params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01", methods={"step": ""}),
     _c("train_gpt", "08", "gpt_data", "provided",
-       "the chapter's AdamW with two param groups (decay on matrices only), warmup then cosine decay, clipping",
+       "the chapter's AdamW with two param groups (decay on matrices only), warmup then cosine decay, clipping, "
+       "on the model's device",
        "model, train_data, val_data, *, block_size, batch_size=32, max_steps=600, lr=0.003, warmup=50, "
        "eval_every=50, seed=0, progress=True"),
     _c("repeat_kv", "08", "llm", "graded", "(B, H_kv, T, d) -> (B, H_kv * n_rep, T, d), each KV head repeated in place",
@@ -180,7 +184,9 @@ COMPONENTS = (
        "logits, p"),
     _c("sampling_probs", "09", "decoding", "graded", "temperature, then top-k, then top-p, then softmax",
        "logits, temperature=1.0, top_k=None, top_p=None"),
-    _c("sample_next_token", "09", "decoding", "graded", "arg-max at temperature 0, else a draw from `sampling_probs`",
+    _c("sample_next_token", "09", "decoding", "graded",
+       "arg-max at temperature 0, else one draw from `sampling_probs` with the given generator, which lives on the "
+       "logits' device (the tokens too)",
        "logits, temperature=1.0, top_k=None, top_p=None, generator=None"),
     _c("generate", "09", "decoding", "graded", "autoregressive generation, with or without the KV cache (same tokens)",
        "model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None, generator=None, use_cache=True"),

@@ -353,8 +353,12 @@ for (_n, _p), _q in zip(_model.named_parameters(), _twin.parameters()):
 # | 优化器 | Adam，$\beta = (0.9, 0.98)$，$\epsilon = 10^{-9}$ | 原论文设置 |
 # | 学习率 | Noam，factor 1，warmup 100（峰值 0.0125） | 先稳后快再慢 |
 # | 上限 | 1500 步，每 25 步评估 | 达标即停 |
+#
+# 训练和解码在 `pick_device()` 选出的设备上进行：有 NVIDIA 的 GPU（CUDA）或 Apple 芯片的 GPU（MPS）就用它，否则用 CPU；
+# 训练单元格第一行打印用的是哪一个（`device: cpu`）。模型用 `model.to(DEVICE)` 搬过去，每批数据仍在 CPU 上由同一个种子抽出、
+# 再搬到模型所在的设备上，所以换了设备，数据不变。
 
-# %% provided="train_copy_model"
+# %% provided="pick_device,train_copy_model"
 
 # %% [markdown]
 # ## 8. 留出集：1,000 个没见过的序列
@@ -382,13 +386,15 @@ except NotImplementedError:
 
 # %% demo=true
 MAX_STEPS = 20 if GRADING else 1500
+DEVICE = pick_device()                                     # CUDA, or Apple's MPS, when present; otherwise the CPU
+print(f"device: {DEVICE}")
 model, history = None, None
 try:
     if eval_src is None:                                   # make_copy_batch is not written yet
         raise NotImplementedError
     torch.manual_seed(0)
     model = Transformer(VOCAB_SIZE, VOCAB_SIZE, d_model=64, num_heads=4, d_ff=128, num_layers=1,
-                        dropout=0.0, max_len=64)
+                        dropout=0.0, max_len=64).to(DEVICE)
     history = train_copy_model(model, vocab_size=VOCAB_SIZE, min_len=MIN_LEN, max_len=MAX_LEN,
                                eval_src=eval_src, eval_tgt=eval_tgt, batch_size=128, max_steps=MAX_STEPS,
                                lr_factor=1.0, warmup=100, eval_every=25, seed=0)
@@ -441,7 +447,7 @@ def show(tokens):
 
 
 if model is not None:
-    _src, _, _tgt_out = make_copy_batch(6, VOCAB_SIZE, MIN_LEN, MAX_LEN, torch.Generator().manual_seed(7))
+    _src, _, _tgt_out = (t.to(DEVICE) for t in make_copy_batch(6, VOCAB_SIZE, MIN_LEN, MAX_LEN, torch.Generator().manual_seed(7)))
     _pred = model.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=MAX_LEN + 1)  # (6, <= MAX_LEN + 2)
     for _i in range(6):
         _ok = exact_match(_pred[_i:_i + 1, 1:], _tgt_out[_i:_i + 1]) == 1.0
@@ -478,7 +484,7 @@ if model is not None:
     _src, _tgt_in, _ = make_copy_batch(1, VOCAB_SIZE, 7, 7, torch.Generator().manual_seed(11))
     _src = torch.cat([_src, torch.zeros(1, 2, dtype=torch.long)], dim=1)   # two more PAD columns
     _tgt_in = torch.cat([_tgt_in, torch.zeros(1, 2, dtype=torch.long)], dim=1)
-    _w = cross_attention_weights(model, _src, _tgt_in)[-1][0]              # (H, T_t, T_s) of the last layer
+    _w = cross_attention_weights(model, _src.to(DEVICE), _tgt_in.to(DEVICE))[-1][0].cpu()  # (H, T_t, T_s) of the last layer
     _keys = show(_src[0]).split() + ["_"] * int((_src[0] == PAD_ID).sum())
     _queries = [f"{q} ->" for q in show(_tgt_in[0]).split()][:8]
     plot_attention(_w.mean(0)[:8], x_labels=_keys, y_labels=_queries,
@@ -506,12 +512,12 @@ if GRADING:                                                    # nbgrader: nothi
     print("评分时跳过 / skipped while grading")
 elif eval_src is not None:
     torch.manual_seed(0)
-    _seed_model = Transformer(100, 100, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.1, max_len=64)
+    _seed_model = Transformer(100, 100, d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.1, max_len=64).to(DEVICE)
     _opt = torch.optim.Adam(_seed_model.parameters(), lr=3e-4)       # constant, no warmup, betas (0.9, 0.999)
     _gen = torch.Generator().manual_seed(0)
     _seed_model.train()
     for _step in range(1, 51):
-        _src, _tgt_in, _tgt_out = make_copy_batch(16, 100, 5, 5, _gen)
+        _src, _tgt_in, _tgt_out = (t.to(DEVICE) for t in make_copy_batch(16, 100, 5, 5, _gen))
         _loss = copy_loss(_seed_model(_src, _tgt_in), _tgt_out)
         _opt.zero_grad()
         _loss.backward()
@@ -519,9 +525,9 @@ elif eval_src is not None:
         if _step % 10 == 0:
             print(f"step {_step}: loss ~{_loss.item():.2f}")
     _seed_model.eval()
-    _src, _, _tgt_out = make_copy_batch(1000, 100, 5, 5, torch.Generator().manual_seed(10_000))
+    _src, _, _tgt_out = (t.to(DEVICE) for t in make_copy_batch(1000, 100, 5, 5, torch.Generator().manual_seed(10_000)))
     _pred = _seed_model.greedy_decode(_src, BOS_ID, EOS_ID, max_new_tokens=6)       # (1000, <= 7)
-    _first5 = torch.cat([_pred[:, 1:], torch.zeros(1000, 5, dtype=torch.long)], dim=1)[:, :5]  # padded: (1000, 5)
+    _first5 = torch.cat([_pred[:, 1:], torch.zeros(1000, 5, dtype=torch.long, device=DEVICE)], dim=1)[:, :5]  # padded: (1000, 5)
     print(f"exact match on 1,000 held-out: {exact_match(_pred[:, 1:], _tgt_out):.3f}; "
           f"per-token accuracy: {(_first5 == _tgt_out[:, :5]).float().mean().item():.3f} (chance: 1/97 = 0.010)")
     print("src :", show(_src[0]), "   pred:", show(_pred[0, 1:]))
@@ -593,7 +599,7 @@ def ablation_run(variant=None, num_heads=4, d_ff=128, positions=True):
     """Train the chapter's recipe with one change for at most ABLATION_STEPS steps; return the history."""
     torch.manual_seed(0)
     m = Transformer(VOCAB_SIZE, VOCAB_SIZE, d_model=64, num_heads=num_heads, d_ff=d_ff, num_layers=1,
-                    dropout=0.0, max_len=64)
+                    dropout=0.0, max_len=64).to(DEVICE)
     if variant is not None:
         for module in m.modules():
             if isinstance(module, MultiHeadAttention):

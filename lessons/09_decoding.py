@@ -73,14 +73,20 @@ DATA = Path(tutor.__file__).resolve().parents[1] / "data"  # the course's data/ 
 # 用的就是你在第 08 章训练出的模型。找不到这个文件（没跑过第 08 章的训练，或在别的文件夹里），就用同样的种子和配方重新训练（几分钟），
 # 得到的是第 08 章的代码写对时训练出的那个模型。训练前先留一份随机初始化的副本，第 3 节比较训练前后的样本。
 # 评分（nbgrader）时不训练也不加载：要用训练好的模型的演示评分时跳过，其余的在随机初始化的模型上照样能运行。
+# 与第 08 章一样，有 GPU 时模型放在 `pick_device()` 选出的 GPU 上，有 CUDA 时用第 08 章的 GPU 配置；下面的单元格打印设备和配置。
+# 生成时提示词和 `torch.Generator` 都要建在模型所在的设备上（`torch.Generator(device=DEVICE)`）：随机数在哪个设备上抽，生成器就得在哪里。
 
 # %%
 VAL_POEMS = 1000
-MAX_STEPS = 0 if GRADING else 600
+DEVICE = pick_device()                                                     # CUDA, or Apple's MPS, when present; otherwise the CPU
+GPU_RECIPE = DEVICE.type == "cuda"                                         # chapter 08's bigger recipe
+BEAM_DEVICE = torch.device("cpu") if DEVICE.type == "mps" else DEVICE      # beam_search sums in float64, which MPS lacks
+MAX_STEPS = 0 if GRADING else 2000 if GPU_RECIPE else 600
 # Two threads train this model ~1.8x faster on an idle 2-core machine but ~1.5x slower beside another busy job;
 # its numbers are the same either way, so it takes two only while the machine is idle.
 TRAIN_THREADS = 2 if hasattr(os, "getloadavg") and os.getloadavg()[0] < 0.5 * (os.cpu_count() or 1) else 1
 CHECKPOINT = Path("gpt_poems.pt")  # written by chapter 08's training cell, in the folder of both notebooks
+print(f"device: {DEVICE}; recipe: {'GPU' if GPU_RECIPE else 'CPU'} (chapter 08, section 7)")
 tokenizer = model = untrained_model = None
 try:
     poems = load_poems(DATA / "tang_poems.txt")
@@ -88,22 +94,28 @@ try:
     train_data = tokenizer.encode("".join(poems[:-VAL_POEMS]))  # (N_train,)
     val_data = tokenizer.encode("".join(poems[-VAL_POEMS:]))    # (N_val,)
     torch.manual_seed(0)
-    model = GPT(tokenizer.vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=3,
-                max_len=128, dropout=0.0, tie_weights=False)
+    if GPU_RECIPE:
+        model = GPT(tokenizer.vocab_size, d_model=384, num_heads=4, num_kv_heads=2, d_ff=1024, num_layers=6,
+                    max_len=128, dropout=0.1, tie_weights=False).to(DEVICE)
+        recipe = dict(block_size=128, batch_size=64, lr=2e-3)
+    else:
+        model = GPT(tokenizer.vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=3,
+                    max_len=128, dropout=0.0, tie_weights=False).to(DEVICE)
+        recipe = dict(block_size=80, batch_size=24, lr=5e-3)
     untrained_model = copy.deepcopy(model).eval()                          # kept for the samples of section 3
     if MAX_STEPS:
         try:
-            model.load_state_dict(torch.load(CHECKPOINT))                   # chapter 08's trained model
+            model.load_state_dict(torch.load(CHECKPOINT, map_location=DEVICE))  # chapter 08's trained model
             print(f"loaded chapter 08's trained model from {CHECKPOINT}")
         except (FileNotFoundError, RuntimeError):                          # none (or another model): train it here
             torch.set_num_threads(TRAIN_THREADS)
             try:
-                train_gpt(model, train_data, val_data, block_size=80, batch_size=24, max_steps=MAX_STEPS,
-                          lr=5e-3, warmup=20, eval_every=100, seed=0)
+                train_gpt(model, train_data, val_data, **recipe, max_steps=MAX_STEPS, warmup=20, eval_every=100, seed=0)
             finally:
                 torch.set_num_threads(1)
         model.eval()
-        print(f"vocab_size V = {tokenizer.vocab_size}; validation loss ~{estimate_loss(model, val_data, 80):.2f} after {MAX_STEPS} steps")
+        print(f"vocab_size V = {tokenizer.vocab_size}; "
+              f"validation loss ~{estimate_loss(model, val_data, recipe['block_size']):.2f} after {MAX_STEPS} steps")
     else:
         model.eval()
         print("评分时不训练 / not trained while grading")
@@ -174,12 +186,12 @@ assert torch.equal(_a, _b) and _a.shape == (100,), "同一个 generator 种子�
 # %%
 def show_samples(model, prompt_text, max_new_tokens=40):
     """Continuations of one prompt under several decoding settings (generators seeded alike)."""
-    prompt = tokenizer.encode(prompt_text)[None, :]  # (1, T0)
+    prompt = tokenizer.encode(prompt_text)[None, :].to(DEVICE)  # (1, T0)
     settings = [("greedy", {}), ("temperature 0.8", {"temperature": 0.8}),
                 ("temperature 1.5", {"temperature": 1.5}), ("top-k 5", {"temperature": 1.0, "top_k": 5}),
                 ("top-p 0.9", {"temperature": 1.0, "top_p": 0.9})]
     for name, kwargs in settings:
-        out = generate(model, prompt, max_new_tokens, generator=torch.Generator().manual_seed(0), **kwargs)
+        out = generate(model, prompt, max_new_tokens, generator=torch.Generator(device=DEVICE).manual_seed(0), **kwargs)
         print(f"{name:>16}: {tokenizer.decode(out[0]).replace(chr(10), ' / ')}")
 
 
@@ -249,8 +261,8 @@ if GRADING:
     print("评分时跳过 / skipped while grading")
 elif model is not None:
     try:
-        _start = tokenizer.encode("。\n").repeat(20, 1)                                            # (20, 2)
-        _out = generate(model, _start, 65, temperature=0.7, top_p=0.9, generator=torch.Generator().manual_seed(0))  # (20, 67)
+        _start = tokenizer.encode("。\n").repeat(20, 1).to(DEVICE)                                 # (20, 2)
+        _out = generate(model, _start, 65, temperature=0.7, top_p=0.9, generator=torch.Generator(device=DEVICE).manual_seed(0))  # (20, 67)
         _samples = [tokenizer.decode(_row[2:]).split("\n")[0] for _row in _out]
         for _poem in _samples[:6]:
             print(("regular  " if is_regular_poem(_poem) else "irregular") + " | " + _poem)
@@ -270,13 +282,13 @@ if GRADING:
     print("评分时跳过 / skipped while grading")
 elif model is not None:
     try:
-        _prompt = tokenizer.encode("春风")[None, :].repeat(4, 1)  # (4, 2)
+        _prompt = tokenizer.encode("春风")[None, :].repeat(4, 1).to(DEVICE)  # (4, 2)
         _times = {}
         for _use_cache in (False, True):
             _best = float("inf")
             for _ in range(3):
                 _start = time.perf_counter()
-                _out = generate(model, _prompt, 48, use_cache=_use_cache)
+                _out = generate(model, _prompt, 48, use_cache=_use_cache).cpu()  # .cpu(): waits for a GPU to finish
                 _best = min(_best, time.perf_counter() - _start)
             _times[_use_cache] = (_best, _out)
         print(f"identical tokens: {torch.equal(_times[False][1], _times[True][1])}")
@@ -314,7 +326,7 @@ def prefill_without_mask(model, idx):
 
 if model is not None:
     try:
-        _x, _y = next_token_batch(train_data, 32, 64, torch.Generator().manual_seed(5))  # (64, 32) each
+        _x, _y = (t.to(DEVICE) for t in next_token_batch(train_data, 32, 64, torch.Generator().manual_seed(5)))  # (64, 32) each
         with torch.no_grad():
             _masked, _unmasked = model(_x), prefill_without_mask(model, _x)[0]             # (64, 32, V) each
         _ce = lambda logits: F.cross_entropy(logits.reshape(-1, logits.size(-1)), _y.reshape(-1)).item()
@@ -322,7 +334,7 @@ if model is not None:
         print(f"64 training windows: loss with the mask ~{_ce(_masked):.3f}, without ~{_ce(_unmasked):.3f}; "
               f"arg-max predictions that change: ~{(_masked.argmax(-1) != _unmasked.argmax(-1)).float().mean().item():.1%}; "
               f"last position only: total variation ~{_tv:.3f}")
-        _prompt = tokenizer.encode("白日依山尽，黄河")[None, :]  # (1, 8)
+        _prompt = tokenizer.encode("白日依山尽，黄河")[None, :].to(DEVICE)  # (1, 8)
         with torch.no_grad():
             _logits, _caches = prefill_without_mask(model, _prompt)
             _tokens = [_logits[:, -1].argmax(-1)]
@@ -397,7 +409,8 @@ assert _tokens.tolist() == [9, 1, 2, 0], f"alpha=1 时长度归一化选 1,2,EOS
 if model is not None:
     try:
         _newline = tokenizer.encode("\n").item()
-        _prompt = tokenizer.encode("明月")
+        model.to(BEAM_DEVICE)                                                 # the CPU instead of MPS (float64)
+        _prompt = tokenizer.encode("明月").to(BEAM_DEVICE)
         for _alpha in (0.0, 1.0):
             _tokens, _score = beam_search(gpt_step_fn(model), _prompt, beam_size=4, max_new_tokens=30, eos_id=_newline, alpha=_alpha)
             print(f"beam 4, alpha {_alpha}: {tokenizer.decode(_tokens).strip()!r}  (score ~{_score:.2f})")
@@ -424,14 +437,15 @@ if GRADING:
 elif model is not None:
     try:
         torch.manual_seed(0)
-        copy_model = Transformer(13, 13, d_model=64, num_heads=4, d_ff=128, num_layers=1, dropout=0.0, max_len=64)
+        copy_model = Transformer(13, 13, d_model=64, num_heads=4, d_ff=128, num_layers=1, dropout=0.0, max_len=64).to(DEVICE)
         _eval_src, _, _eval_tgt = make_copy_batch(200, 13, 10, 10, torch.Generator().manual_seed(10_000))
         _h = train_copy_model(copy_model, vocab_size=13, min_len=1, max_len=10, eval_src=_eval_src, eval_tgt=_eval_tgt,
                               batch_size=128, max_steps=400, lr_factor=1.0, warmup=100, eval_every=50, seed=0, target=0.99)
         print(f"copy model: greedy exact match on 200 held-out ~{_h['exact_match']:.3f} after ~{_h['steps']} steps")
-        _src, _, _tgt = make_copy_batch(5, 13, 3, 8, torch.Generator().manual_seed(7))
+        copy_model.to(BEAM_DEVICE)                                            # the CPU instead of MPS (float64)
+        _src, _, _tgt = (t.to(BEAM_DEVICE) for t in make_copy_batch(5, 13, 3, 8, torch.Generator().manual_seed(7)))
         for _i in range(5):
-            _beam, _ = beam_search(transformer_step_fn(copy_model, _src[_i:_i + 1]), torch.tensor([BOS_ID]), 3, 11, EOS_ID, alpha=1.0)
+            _beam, _ = beam_search(transformer_step_fn(copy_model, _src[_i:_i + 1]), torch.tensor([BOS_ID], device=BEAM_DEVICE), 3, 11, EOS_ID, alpha=1.0)
             _greedy = copy_model.greedy_decode(_src[_i:_i + 1], BOS_ID, EOS_ID, 11)[0]
             print(f"src {_src[_i].tolist()}  beam {_beam[1:].tolist()}  greedy == beam: {_greedy[:len(_beam)].tolist() == _beam.tolist()}")
     except NotImplementedError:

@@ -18,6 +18,7 @@ from .copy_task import (
     exact_match,
     make_copy_batch,
     noam_lr,
+    pick_device,
     train_copy_model,
     train_step,
 )

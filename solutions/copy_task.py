@@ -129,20 +129,46 @@ def train_step(model, optimizer, scheduler, src, tgt_in, tgt_out):
     ### END SOLUTION
 
 
+def pick_device():
+    """The device to train and generate on: a CUDA GPU, else Apple's MPS, else the CPU.
+
+    ``pick_device() -> torch.device``: ``cuda`` when ``torch.cuda.is_available()``, else ``mps`` when
+    ``torch.backends.mps.is_available()``, else ``cpu``. The environment variable ``COURSE_DEVICE``
+    (``cpu``, ``cuda``, ``cuda:1``, ``mps``) chooses instead, e.g. ``COURSE_DEVICE=cpu`` to reproduce the CPU
+    numbers on a machine with a GPU. Put the model there (``model.to(device)``), the batches too, and draw
+    with generators made there (``torch.Generator(device=device)``).
+    """
+    import os
+
+    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
+    chosen = os.environ.get("COURSE_DEVICE")
+    if not chosen:
+        return torch.device(next(name for name, here in available.items() if here))
+    try:
+        device = torch.device(chosen)
+    except RuntimeError:  # not a device name at all
+        device = None
+    if device is None or not available.get(device.type):
+        here = ", ".join(name for name, ok in available.items() if ok)
+        raise ValueError(f"COURSE_DEVICE={chosen!r} 不是这台机器上的设备（这里有：{here}）/ "
+                         f"COURSE_DEVICE={chosen!r} is not a device of this machine (it has: {here})")
+    return device
+
+
 def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt, batch_size=64,
                      max_steps=2000, lr_factor=1.0, warmup=100, eval_every=25, target=0.999, seed=0,
                      progress=True):
     """Train ``model`` on fresh copy batches until held-out exact match reaches ``target``.
 
-    Adam (betas 0.9/0.98, eps 1e-9) with ``lr = lr_factor * noam_lr(step, d_model, warmup)``;
-    training batches come from their own ``torch.Generator`` seeded with ``seed``, one
-    ``train_step`` each. Every ``eval_every`` steps (and at the last step) the held-out set
-    ``eval_src``/``eval_tgt`` is scored with one teacher-forced forward pass: for a causal decoder,
-    a row whose every arg-max token is right is exactly a row that greedy decoding gets right
-    (greedy decoding feeds back its own tokens, which are then the true ones). A model whose
-    future leaks past the causal mask scores high here and not under greedy decoding, so when
-    that score reaches ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the
-    first confirmed evaluation or after ``max_steps``. ``progress``: a tqdm bar on stdout.
+    Adam (betas 0.9/0.98, eps 1e-9) with ``lr = lr_factor * noam_lr(step, d_model, warmup)``; training
+    batches come from their own ``torch.Generator`` seeded with ``seed``, one ``train_step`` each, moved
+    to the model's device (as is the held-out set). Every ``eval_every`` steps (and at the last step) the
+    held-out set ``eval_src``/``eval_tgt`` is scored with one teacher-forced forward pass: for a causal
+    decoder, a row whose every arg-max token is right is exactly a row that greedy decoding gets right
+    (greedy decoding feeds back its own tokens, which are then the true ones). A model whose future leaks
+    past the causal mask scores high here and not under greedy decoding, so when that score reaches
+    ``target``, ``model.greedy_decode`` confirms it with ``exact_match``; training stops at the first
+    confirmed evaluation or after ``max_steps``. ``progress``: a tqdm bar on stdout.
 
     Returns a dict: ``loss`` and ``lr`` (one per step), ``evals`` (list of ``(step, score)``,
     teacher-forced), ``exact_match`` (greedy, last confirmation or the final step), ``steps``,
@@ -153,6 +179,8 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
 
     from tqdm import tqdm
 
+    device = next(model.parameters()).device  # batches are drawn on the CPU, then moved to the model's device
+    eval_src, eval_tgt = eval_src.to(device), eval_tgt.to(device)
     gen = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr_factor, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: noam_lr(s + 1, model.d_model, warmup))
@@ -165,7 +193,7 @@ def train_copy_model(model, *, vocab_size, min_len, max_len, eval_src, eval_tgt,
     for step in range(1, max_steps + 1):
         model.train()
         history["lr"].append(optimizer.param_groups[0]["lr"])
-        src, tgt_in, tgt_out = make_copy_batch(batch_size, vocab_size, min_len, max_len, gen)
+        src, tgt_in, tgt_out = (t.to(device) for t in make_copy_batch(batch_size, vocab_size, min_len, max_len, gen))
         history["loss"].append(train_step(model, optimizer, scheduler, src, tgt_in, tgt_out))
         bar.update()  # counted before a possible early stop, so the bar ends at the last step taken
         if step % eval_every and step != max_steps:

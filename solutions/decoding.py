@@ -73,10 +73,12 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
     ``temperature == 0``: greedy (``argmax``, no random draw). Otherwise exactly
     ``torch.multinomial(sampling_probs(logits, temperature, top_k, top_p), 1,
     generator=generator).squeeze(-1)``: one draw per step, so a ``torch.Generator`` seeded alike
-    gives the same tokens.
+    gives the same tokens. The draw happens where the logits are: ``generator`` must live on the
+    logits' device (``torch.Generator(device=logits.device)``); never make another one or move the
+    probabilities elsewhere. The tokens come back on the logits' device.
 
     中文：一步解码：温度为 0 时取 argmax；否则用 ``torch.multinomial`` 从 ``sampling_probs`` 抽一次
-    （同一个种子得到同样的 token）。
+    （同一个种子得到同样的 token）。在 logits 所在的设备上抽：``generator`` 须建在同一设备上。
     """
     ### BEGIN SOLUTION
     if temperature == 0:
@@ -95,10 +97,11 @@ def generate(model, idx, max_new_tokens, temperature=0.0, top_k=None, top_p=None
     ``sample_next_token``. ``use_cache=False`` re-runs ``model(idx)`` on the whole prefix
     (O(T^2) token passes); ``use_cache=True`` runs the prompt once through
     ``model.forward_cached`` and then feeds one token per step with the returned caches. Both
-    give identical tokens. Call ``model.eval()`` first.
+    give identical tokens. Call ``model.eval()`` first. ``idx`` and ``generator`` are on the
+    model's device (``torch.Generator(device=idx.device)``), and so is the result.
 
     中文：用 ``GPT`` 自回归生成。不用缓存时每步重算整个前缀；用缓存时先把提示词跑一遍 ``forward_cached``，
-    之后每步只喂一个新 token。两种方式的输出 token 完全相同。
+    之后每步只喂一个新 token。两种方式的输出 token 完全相同。``idx`` 和 ``generator`` 与模型在同一设备上。
     """
     ### BEGIN SOLUTION
     caches, step_input = None, idx

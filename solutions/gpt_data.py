@@ -100,13 +100,16 @@ def next_token_batch(data, block_size, batch_size, generator=None):
 
 @torch.no_grad()
 def estimate_loss(model, data, block_size, batch_size=32, num_batches=8, seed=1234):
-    """Mean next-token cross-entropy of ``model`` (eval mode) on ``num_batches`` fixed random windows of ``data``."""
+    """Mean next-token cross-entropy of ``model`` (eval mode) on ``num_batches`` fixed random windows of ``data``.
+
+    The windows are drawn on the CPU and moved to the model's device (the CPU for a model without parameters)."""
+    device = next(model.parameters(), torch.empty(0)).device
     gen = torch.Generator().manual_seed(seed)
     was_training = model.training
     model.eval()
     losses = []
     for _ in range(num_batches):
-        x, y = next_token_batch(data, block_size, batch_size, gen)  # (B, T), (B, T)
+        x, y = (t.to(device) for t in next_token_batch(data, block_size, batch_size, gen))  # (B, T), (B, T)
         logits = model(x)  # (B, T, V)
         losses.append(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item())
     model.train(was_training)
@@ -121,8 +124,9 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
     0.1 on matrices, none on vectors), the learning rate
     ``warmup_cosine_lr`` (``warmup`` steps, then cosine decay to 10 % of ``lr``), gradients clipped
     by ``clip_grad_norm`` at a global norm of 1. Batches come from their own ``torch.Generator``
-    seeded with ``seed``. Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores
-    ``train_data`` and ``val_data`` on fixed windows. ``progress``: a tqdm bar on stdout.
+    seeded with ``seed`` (on the CPU, the same on every device) and are moved to the model's device.
+    Every ``eval_every`` steps (and at the last) ``estimate_loss`` scores ``train_data`` and
+    ``val_data`` on fixed windows. ``progress``: a tqdm bar on stdout.
 
     Returns a dict: ``loss`` (one per step), ``evals`` (list of ``(step, train_loss, val_loss)``),
     ``val_loss`` (the last evaluation), ``steps`` and ``seconds`` (wall time).
@@ -132,6 +136,7 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
 
     from tqdm import tqdm
 
+    device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     optimizer = AdamW([{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
                        {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
@@ -142,7 +147,7 @@ def train_gpt(model, train_data, val_data, *, block_size, batch_size=32, max_ste
                file=sys.stdout)
     for step in bar:
         model.train()
-        x, y = next_token_batch(train_data, block_size, batch_size, gen)  # (B, T), (B, T)
+        x, y = (t.to(device) for t in next_token_batch(train_data, block_size, batch_size, gen))  # (B, T), (B, T)
         logits = model(x)  # (B, T, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))  # (B*T, V) vs (B*T,)
         optimizer.zero_grad()

@@ -98,16 +98,19 @@ def test_answer_keys_record_the_target_met(lesson):
 
 @pytest.mark.parametrize("lesson", ["08_gpt", "09_decoding"])
 def test_lessons_state_the_benchmark_recipe(lesson):
-    """Lesson 08 trains with the benchmark's recipe and states its target; lesson 09 trains the same model again
-    and samples with the benchmark's settings (one recipe, one target)."""
+    """Lesson 08 trains with the benchmark's recipe (on CUDA its GPU recipe) and states its target; lesson 09 trains
+    the same model again and samples with the benchmark's settings (one recipe, one target)."""
     text = (ROOT / "lessons" / f"{lesson}.py").read_text(encoding="utf-8")
-    settings = {**bench.RECIPE, **bench.TRAIN, **(bench.SAMPLING if lesson == "09_decoding" else {})}
-    for key, value in settings.items():
-        if key != "max_steps":  # the lesson trains less under nbgrader: MAX_STEPS
-            written = [ast.literal_eval(v) for v in re.findall(rf"\b{key}=([0-9.e+-]+|True|False)[,)\s]", text)]
-            assert value in written, f"lesson {lesson} does not use {key}={value} (it writes {written})"
+    wanted = [(key, value) for recipe in (bench.RECIPE, bench.TRAIN, bench.GPU_RECIPE, bench.GPU_TRAIN)
+              for key, value in recipe.items() if key != "max_steps"]  # the lessons train less under nbgrader
+    wanted += list(bench.SAMPLING.items()) if lesson == "09_decoding" else []
+    for key, value in wanted:
+        written = [ast.literal_eval(v) for v in re.findall(rf"\b{key}=([0-9.e+-]+|True|False)[,)\s]", text)]
+        assert value in written, f"lesson {lesson} does not use {key}={value} (it writes {written})"
     # neither trains while grading (the demos that need the trained model skip): grading time stays small
-    assert f"MAX_STEPS = 0 if GRADING else {bench.TRAIN['max_steps']}" in text
+    assert (f"MAX_STEPS = 0 if GRADING else {bench.GPU_TRAIN['max_steps']} if GPU_RECIPE "
+            f"else {bench.TRAIN['max_steps']}") in text
+    assert 'GPU_RECIPE = DEVICE.type == "cuda"' in text  # the bigger recipe on CUDA, as the benchmark's run()
     assert f"VAL_POEMS = {bench.VAL_POEMS}" in text
     if lesson == "08_gpt":
         assert f"比一元模型低 {bench.MARGIN}" in text, f"lesson 08 does not state the target margin {bench.MARGIN}"

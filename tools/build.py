@@ -666,12 +666,15 @@ def execute_answer_key(name, nb):
     language comes from the notebook alone (the English edition's setup cell), never from this process."""
     ANSWER_KEYS.mkdir(parents=True, exist_ok=True)
     executed = copy.deepcopy(nb)
-    saved = {k: os.environ.pop(k) for k in ("MPLBACKEND", "NBGRADER_EXECUTION", "COURSE_LANG") if k in os.environ}
+    saved = {k: os.environ.pop(k) for k in ("MPLBACKEND", "NBGRADER_EXECUTION", "COURSE_LANG", "COURSE_DEVICE")
+             if k in os.environ}
+    os.environ["COURSE_DEVICE"] = "cpu"  # pick_device(): the answer keys hold the CPU's outputs, on a GPU machine too
     start = time.perf_counter()
     try:
         NotebookClient(executed, timeout=EXECUTE_TIMEOUT, kernel_name="python3",
                        resources={"metadata": {"path": str(ANSWER_KEYS)}}).execute()
     finally:
+        del os.environ["COURSE_DEVICE"]
         os.environ.update(saved)
     seconds = time.perf_counter() - start
     return sanitize_outputs(executed, nb), seconds

@@ -93,7 +93,7 @@ def checklist(components, ev):
             todo.append(f"{where}: kind {c.kind!r} is not one of {sorted(contract.KINDS)}")
         if c.name not in ev.public.get(c.module, []):
             todo.append(f"{where}: define it in solutions/{c.module}.py (the registry says it lives there)")
-        if c.kind != "constant" and not c.signature:
+        if c.kind != "constant" and c.signature is None:  # "" for a function without parameters
             todo.append(f"{where}: give its signature in contract/__init__.py")
         if c.chapter not in lesson_of:
             todo.append(f"{where}: no lesson lessons/{c.chapter}_*.py")
