@@ -12,9 +12,9 @@ import sys
 
 import pytest
 import torch
-from test_gpt_target import load_benchmark
 
 import solutions
+from benchmarks import gpt_train as bench
 from catalogue.reference import load
 from solutions import (
     GPT,
@@ -111,7 +111,6 @@ def test_gpt_and_generation_on_the_device(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_benchmark_samples_where_its_model_is(device):
     """benchmarks/gpt_train.py --device: the poems are sampled on the model's device, with a generator made there."""
-    bench = load_benchmark()
     tokenizer = CharTokenizer("春风明月。，\n")
     torch.manual_seed(0)
     model = GPT(tokenizer.vocab_size, d_model=16, num_heads=4, num_kv_heads=2, d_ff=24, num_layers=1,
