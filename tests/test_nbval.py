@@ -12,6 +12,7 @@ import time
 import pytest
 
 from pipeline_helpers import LESSONS, ROOT
+from tools.build import KERNEL_ENV
 from tools.paths import ANSWER_KEYS
 
 pytestmark = pytest.mark.slow  # every answer key re-run: `make test-fast` leaves them out
@@ -26,6 +27,7 @@ def rerun_and_compare(name, record_property, edition=""):
     # Same kernel environment as tools/build.py used: inline figures, no grading mode, the course language
     # from the notebook alone (the English edition's setup cell sets it).
     env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "NBGRADER_EXECUTION", "COURSE_LANG")}
+    env.update(KERNEL_ENV)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
            "--nbval-sanitize-with", str(SANITIZE), "--nbval-cell-timeout=600", str(key)]
     start = time.perf_counter()
