@@ -6,7 +6,7 @@
 ``torch.manual_seed(seed)``, a fresh ``solutions.GPT`` with the recipe of lesson 08 section 7
 (``RECIPE``/``TRAIN`` below; lesson 09 section 1 trains it again), trained by ``solutions.train_gpt`` on every poem of
 ``data/tang_poems.txt`` but the last ``VAL_POEMS`` and scored on those (never seen in training;
-data/README.md), on two threads as the notebooks train on an idle machine (``--threads 1``: one core). Then
+data/README.md), on two threads as the notebooks train (``--threads 1``: one core). Then
 ``SAMPLES`` poems are sampled after ``PROMPT`` (the end of a poem), in one batch with a ``torch.Generator``
 seeded with ``seed``, with the lesson's ``SAMPLING``. Ends with exactly one line:
 
@@ -17,8 +17,8 @@ cross-entropy of character frequencies (counted on the training poems, add-one s
 same validation poems, the best a model that ignores context can do; ``form``: the share of the
 samples that ``is_regular_poem`` accepts; ``seconds``: wall time of the whole run, corpus reading
 included. Goal (issue 24): ``val_loss <= unigram - 1.0``, ``form >= 90``, ``seconds <= 180`` on
-2 CPU cores, that is with the default two threads on an otherwise idle 2-core machine (one thread
-takes about 4 minutes); the answer keys of lessons 08 and 09 record the first two (tests/test_gpt_target.py).
+2 CPU cores, that is with the default two threads on an otherwise idle 2-core machine; the answer keys of
+lessons 08 and 09 record the first two (tests/test_gpt_target.py).
 Progress and the load average go to stderr: on a shared machine the seconds mean little without it.
 """
 import argparse
@@ -41,7 +41,7 @@ VAL_POEMS = 1000
 MARGIN = 1.0       # the goal: val_loss <= unigram - MARGIN ...
 FORM_TARGET = 90   # ... and at least FORM_TARGET % of the samples in regular form
 SAMPLES = 100  # one batch; the KV cache keeps it cheap, and 100 poems measure the rate to a few points
-THREADS = 2  # as lessons 08 and 09 train on an idle machine (TRAIN_THREADS); the rest of those lessons: one thread
+THREADS = 2  # as lessons 08 and 09 train (TRAIN_THREADS); the rest of those lessons: one thread
 MAX_POEM = 65  # 8 lines of 7 characters and their marks (64), then the newline that ends the poem
 
 
