@@ -128,7 +128,7 @@ def rerun_and_compare(name, record_property, edition=""):
     key = ANSWER_KEYS / edition / f"{name}.ipynb"
     assert key.exists(), f"{key.relative_to(ROOT)} missing -- run `make build`"
     # Same kernel environment as tools/build.py used: inline figures, no grading mode, the course language
-    # from the notebook alone (the English edition's setup cell sets it), build.KERNEL_ENV (the CPU on a GPU machine too).
+    # from the notebook alone (the English setup cell sets it), build.KERNEL_ENV (the CPU on a GPU machine too).
     env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "NBGRADER_EXECUTION", "COURSE_LANG")}
     env.update(build.KERNEL_ENV)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
