@@ -590,7 +590,7 @@ elif model is not None:
         for _name, _m in (("before training", untrained_model), ("after training", model)):
             print(_name)
             for _seed in range(3):
-                print("   ", sample_text(_m, "。\n", 40, seed=_seed)[2:].replace(chr(10), " / "))
+                print("   ", sample_text(_m, "。\n", 40, seed=_seed)[2:].replace(chr(10), " ↵ "))  # ↵: a newline
     except NotImplementedError:
         print(FINISH_FIRST)
 else:

@@ -192,7 +192,7 @@ def show_samples(model, prompt_text, max_new_tokens=40):
                 ("top-p 0.9", {"temperature": 1.0, "top_p": 0.9})]
     for name, kwargs in settings:
         out = generate(model, prompt, max_new_tokens, generator=torch.Generator(device=DEVICE).manual_seed(0), **kwargs)
-        print(f"{name:>16}: {tokenizer.decode(out[0]).replace(chr(10), ' / ')}")
+        print(f"{name:>16}: {tokenizer.decode(out[0]).replace(chr(10), ' ↵ ')}")  # ↵: a newline
 
 
 # %% [markdown]
