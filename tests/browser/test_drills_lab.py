@@ -56,7 +56,7 @@ def test_mock_interview_from_a_new_cell_below_progress(page, lab, shots, expect)
     notebook = open_notebook(page, lab, lab.learner_notebook("10_drills.ipynb"))
     menu(page, "Run", "Run All Cells")  # the setup cell imports mock_interview
     page.locator(KERNEL_IDLE).wait_for(timeout=RUN_S)
-    progress_cell = notebook.locator(".jp-Cell").filter(has=page.locator(".jp-InputArea", has_text="progress()"))
+    progress_cell = notebook.locator(".jp-CodeCell").filter(has=page.locator(".jp-InputArea", has_text="progress()"))
     progress_cell.scroll_into_view_if_needed()
     progress_cell.locator(".jp-InputPrompt").click()
     page.keyboard.press("b")
