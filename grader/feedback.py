@@ -26,7 +26,7 @@ from nbformat.v4 import new_markdown_cell, new_output
 from nbgrader.api import MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades, OverwriteCells
 
-from tutor.lang import english_only
+from tutor import lang
 
 TEMPLATES = Path(__file__).resolve().parent / "feedback_templates"
 TEMPLATE_NAME = "feedback_offline"
@@ -82,8 +82,6 @@ OUT_OF_MEMORY_SHORT = ("内存超限", "out of memory")
 def say(line):
     """A line of the page: a pair ``(中文, English)`` as ``中文 / English``, or a bilingual literal of the course's
     tables as it is; English only in the English class (``tutor.lang``, ``COURSE_LANG=en``)."""
-    from tutor import lang
-
     return lang.pick(*line) if isinstance(line, tuple) else lang.text(line)
 
 
@@ -173,7 +171,7 @@ def classify(outputs):
         kind = "not_implemented"
     else:
         kind = "failed"
-    reference = (REFERENCE_MESSAGE.split("（")[0], english_only(REFERENCE_MESSAGE).split(" (")[0])  # either edition
+    reference = (REFERENCE_MESSAGE.split("（")[0], lang.english_only(REFERENCE_MESSAGE).split(" (")[0])  # either edition
     forbidden = tuple(n for n in FORBIDDEN_BUILTINS.values() if _reported(FORBIDDEN_MESSAGE.format(what=n), reports))
     return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in _known_mistakes())),
                    forbidden, any(words in reports for words in reference))
@@ -181,7 +179,7 @@ def classify(outputs):
 
 def _reported(line, reports):
     """``line`` (bilingual) is in ``reports`` as the Chinese edition's kernel writes it or as the English one's."""
-    return line in reports or english_only(line).strip() in reports
+    return line in reports or lang.english_only(line).strip() in reports
 
 
 def verdict_lines(verdict, audit_lines=()):
