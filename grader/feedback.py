@@ -171,7 +171,8 @@ def classify(outputs):
         kind = "not_implemented"
     else:
         kind = "failed"
-    reference = (REFERENCE_MESSAGE.split("（")[0], lang.english_only(REFERENCE_MESSAGE).split(" (")[0])  # either edition
+    # the reference's words as either edition's kernel writes them
+    reference = (REFERENCE_MESSAGE.split("（")[0], lang.english_only(REFERENCE_MESSAGE).split(" (")[0])
     forbidden = tuple(n for n in FORBIDDEN_BUILTINS.values() if _reported(FORBIDDEN_MESSAGE.format(what=n), reports))
     return Verdict(kind, tuple(dict.fromkeys(m for m in DIAGNOSIS_ID.findall(reports) if m in _known_mistakes())),
                    forbidden, any(words in reports for words in reference))
