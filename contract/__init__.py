@@ -207,6 +207,12 @@ COMPONENTS = (
        "y, grad_y, dim=-1"),
     _c("layer_norm_backward", "10", "backward", "graded", "dL/dx, dL/dweight, dL/dbias of LayerNorm",
        "x, weight, grad_out, eps=1e-05"),
+    _c("batch_norm_forward", "10", "backward", "graded", "training-mode BatchNorm over the batch axis of (N, D)",
+       "x, weight, bias, eps=1e-05"),
+    _c("batch_norm_backward", "10", "backward", "graded", "dL/dx, dL/dweight, dL/dbias of training-mode BatchNorm",
+       "x, weight, grad_out, eps=1e-05"),
+    _c("mlp_backward", "10", "backward", "graded", "the five gradients of a two-layer ReLU MLP",
+       "x, w1, b1, w2, b2, grad_out"),
     _c("cross_entropy", "10", "backward", "graded", "cross-entropy with `ignore_index` and label smoothing",
        "logits, target, ignore_index=-100, label_smoothing=0.0"),
     # 11 subword tokenization: BPE

@@ -9,7 +9,14 @@ exactly the registered ones (``__all__``). Each contract object marks the part a
 from contract import COMPONENTS
 
 from .attention import ScaledDotProductAttention, attention_numpy, scaled_dot_product_attention, softmax
-from .backward import cross_entropy, layer_norm_backward, softmax_backward
+from .backward import (
+    batch_norm_backward,
+    batch_norm_forward,
+    cross_entropy,
+    layer_norm_backward,
+    mlp_backward,
+    softmax_backward,
+)
 from .copy_task import (
     BOS_ID,
     EOS_ID,

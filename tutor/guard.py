@@ -72,6 +72,11 @@ CHECK_FORBIDDEN = {
                       "torch.nn.CrossEntropyLoss": "nn.CrossEntropyLoss", "torch.nn.NLLLoss": "nn.NLLLoss"},
     "softmax_backward": _AUTOGRAD,
     "layer_norm_backward": _AUTOGRAD,
+    "batch_norm_forward": {"torch.nn.functional.batch_norm": "F.batch_norm", "torch.batch_norm": "torch.batch_norm",
+                           "torch.native_batch_norm": "torch.native_batch_norm",
+                           "torch.nn.BatchNorm1d": "nn.BatchNorm1d"},
+    "batch_norm_backward": _AUTOGRAD,
+    "mlp_backward": _AUTOGRAD,
     # clip_grad_norm_ runs inside a wrapper that torch.nn.utils' other clipping helpers share: refusing it refuses them
     "clip_grad_norm": {"torch.nn.utils.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
                        "torch.nn.utils.clip_grad_norm": "torch.nn.utils.clip_grad_norm"},

@@ -1,5 +1,5 @@
-"""Checks of the backward passes written by hand (``solutions/backward.py``): softmax, LayerNorm and
-cross-entropy with label smoothing."""
+"""Checks of the backward passes written by hand (``solutions/backward.py``): softmax, LayerNorm, BatchNorm
+(forward too), a two-layer ReLU MLP, and cross-entropy with label smoothing."""
 import torch
 
 from ..engine.diagnosis import combine
@@ -57,6 +57,41 @@ MISTAKES = define_mistakes({
         "损失变成 NaN/inf；用 logits - logits.max(-1, keepdim=True) 或 torch.logsumexp",
         "log-sum-exp without subtracting the max first: with large logits (~1000) exp overflows to inf and the "
         "loss becomes NaN/inf; use logits - logits.max(-1, keepdim=True) or torch.logsumexp"),
+    "bn_stats_wrong_axis": ("BatchNorm 的统计量沿错了轴：均值和方差沿 batch（第 0 维）求，每个特征一个；"
+                            "沿最后一维（每个样本的特征）求的是 LayerNorm",
+                            "BatchNorm's statistics over the wrong axis: mean and variance over the batch (dim 0), "
+                            "one per feature; over the last axis (each sample's features) is LayerNorm"),
+    "bn_unbiased_var": ("用了无偏方差（除以 N−1）：训练时 BatchNorm 用这一批的有偏方差（除以 N）归一化，"
+                        "无偏方差只用来更新 running_var",
+                        "unbiased variance (divides by N−1): in training BatchNorm normalises with the batch's "
+                        "biased variance (divides by N); the unbiased one only updates running_var"),
+    "bn_backward_missing_mean_terms": ("BatchNorm 反向只剩 grad_out · weight / σ：这一批的均值和方差依赖每个样本，"
+                                       "grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ，均值沿 batch（第 0 维）",
+                                       "BatchNorm backward keeps only grad_out · weight / σ: the batch's mean and "
+                                       "variance depend on every sample, grad_x = (g - mean(g) - x̂·mean(g·x̂)) / σ, "
+                                       "means over the batch (dim 0)"),
+    "bn_backward_missing_variance_term": ("BatchNorm 反向漏了方差项 x̂·mean(g·x̂)（沿 batch 求均值）",
+                                          "BatchNorm backward misses the variance term x̂·mean(g·x̂) (mean over the "
+                                          "batch)"),
+    "bn_param_grads_wrong_axis": ("grad_weight / grad_bias 沿错了轴求和：沿 batch（第 0 维）求和，"
+                                  "每个特征一个数，形状 (D,)",
+                                  "grad_weight / grad_bias summed over the wrong axis: sum over the batch (dim 0), one "
+                                  "number per feature, shape (D,)"),
+    "mlp_relu_no_mask": ("ReLU 的梯度被忘了：回传到隐藏层的梯度要乘预激活的 0/1 掩码 (z > 0)",
+                         "ReLU's gradient is forgotten: the gradient reaching the hidden layer is multiplied by the "
+                         "pre-activation's 0/1 mask (z > 0)"),
+    "mlp_relu_times_activation": ("ReLU 的梯度乘的是激活值 relu(z)：导数是 0/1 掩码 (z > 0)，不是激活本身",
+                                  "ReLU's gradient is multiplied by the activation relu(z): its derivative is the 0/1 "
+                                  "mask (z > 0), not the activation itself"),
+    "mlp_weight_grad_transposed": ("权重梯度转置了：nn.Linear 的权重是 (out, in)，grad_w = grad_z^T @ 输入，"
+                                   "形状与权重相同（不是 输入^T @ grad_z）",
+                                   "a weight gradient is transposed: nn.Linear's weight is (out, in), grad_w = "
+                                   "grad_z^T @ input, the weight's shape (not input^T @ grad_z)"),
+    "mlp_bias_grad_not_summed": ("偏置的梯度没有在 batch 上求和：每个样本都用同一个偏置，梯度要在所有前导维上求和"
+                                 "（不是取平均、不是只对第 0 维）",
+                                 "a bias gradient is not summed over the batch: every sample uses the same bias, so "
+                                 "its gradient is summed over every leading axis (not averaged, not over dim 0 "
+                                 "only)"),
     "ce_ignored_in_mean": ("被忽略的位置也算进了平均的分母：只对 target != ignore_index 的位置求平均",
                            "ignored positions count in the mean's denominator: average over the positions with target "
                            "!= ignore_index only"),
@@ -103,6 +138,77 @@ def layer_norm_backward_variants(ref, case):
             wrong("ln_eps_outside_sqrt", lambda: run(eps_outside=True)),
             wrong("ln_backward_grads_swapped", swapped),
             wrong("ln_backward_sums_fixed_axes", fixed_axes)]
+
+
+BATCH_NORM_STAT_BUGS = [Bug("bn_unbiased_var", dict(unbiased=True)), Bug("bn_stats_wrong_axis", dict(axis=-1)),
+                        Bug("ln_eps_outside_sqrt", dict(eps_outside=True))]
+
+
+def _batch_norm_parts(x, eps, axis=0, unbiased=False, eps_outside=False):
+    """(x_hat, sigma) with the statistics over ``axis``, as a wrong implementation computes them."""
+    var = x.var(axis, keepdim=True, unbiased=unbiased)
+    sigma = var.sqrt() + eps if eps_outside else torch.sqrt(var + eps)
+    return (x - x.mean(axis, keepdim=True)) / sigma, sigma
+
+
+def batch_norm_forward_variants(ref, case):
+    x, w, b, eps = case["x"], case["weight"], case["bias"], case["eps"]
+
+    def run(affine=True, **stats):
+        x_hat, _ = _batch_norm_parts(x, eps, **stats)
+        return {"out": x_hat * w + b if affine else x_hat}
+
+    return combine([*BATCH_NORM_STAT_BUGS, Bug("ln_no_affine", dict(affine=False))], run)
+
+
+def batch_norm_backward_variants(ref, case):
+    x, w, go, eps = case["x"], case["weight"], case["grad_out"], case["eps"]
+
+    def run(terms="both", param_axis=0, bias_only=False, **stats):
+        x_hat, sigma = _batch_norm_parts(x, eps, **stats)
+        axis = stats.get("axis", 0)
+        g = go * w
+        gx = g if terms == "none" else g - g.mean(axis, keepdim=True)
+        if terms == "both":
+            gx = gx - x_hat * (g * x_hat).mean(axis, keepdim=True)
+        return {"grad_x": gx / sigma, "grad_weight": (go * x_hat).sum(0 if bias_only else param_axis),
+                "grad_bias": go.sum(param_axis)}
+
+    return combine([*BATCH_NORM_STAT_BUGS, Bug("bn_backward_missing_mean_terms", dict(terms="none")),
+                    Bug("bn_backward_missing_variance_term", dict(terms="mean")),
+                    Bug("bn_param_grads_wrong_axis", dict(param_axis=1)),
+                    Bug("bn_param_grads_wrong_axis", dict(param_axis=1, bias_only=True))], run)
+
+
+MLP_BUGS = [Bug("mlp_relu_no_mask", dict(relu="none")), Bug("mlp_relu_times_activation", dict(relu="value")),
+            Bug("mlp_weight_grad_transposed", dict(transposed=("w1", "w2"))),
+            Bug("mlp_weight_grad_transposed", dict(transposed=("w1",))),
+            Bug("mlp_bias_grad_not_summed", dict(bias="mean")), Bug("mlp_bias_grad_not_summed", dict(bias="none")),
+            Bug("mlp_bias_grad_not_summed", dict(bias="dim0"))]
+
+
+def mlp_backward_variants(ref, case):
+    x, w1, b1, w2, b2, go = (case[k] for k in ("x", "w1", "b1", "w2", "b2", "grad_out"))
+
+    def run(relu="mask", transposed=(), bias="sum"):
+        z = x @ w1.T + b1  # (..., h)
+        a = torch.relu(z)
+        grad_a = go @ w2  # (..., d_out) @ (d_out, h) -> (..., h)
+        grad_z = {"mask": grad_a * (z > 0), "none": grad_a, "value": grad_a * a}[relu]
+        lead = tuple(range(x.dim() - 1))  # every leading axis
+
+        def weight_grad(name, upstream, inp):  # (out, in), or (in, out) when transposed
+            out = torch.einsum("...o,...i->oi", upstream, inp)
+            return out.T if name in transposed else out
+
+        def bias_grad(upstream):
+            return {"sum": upstream.sum(lead), "mean": upstream.mean(lead), "none": upstream,
+                    "dim0": upstream.sum(0)}[bias]
+
+        return {"grad_x": grad_z @ w1, "grad_w1": weight_grad("w1", grad_z, x), "grad_b1": bias_grad(grad_z),
+                "grad_w2": weight_grad("w2", go, a), "grad_b2": bias_grad(go)}
+
+    return combine(MLP_BUGS, run)
 
 
 CROSS_ENTROPY_BUGS = [Bug("ls_over_v_minus_1", dict(smoothing="rest")),
@@ -153,6 +259,28 @@ def _layer_norm_backward_cases():
             for shape, eps in (((2, 5, 8), 1e-5), ((4, 6), 1e-3), ((1, 3, 4), 1e-5))]
 
 
+def _batch_norm_cases(with_grad_out):
+    g = torch.Generator().manual_seed(47 + with_grad_out)
+    cases = []
+    for (N, D), eps, scale in (((8, 5), 1e-5, 2.0), ((4, 3), 1e-3, 0.03), ((16, 6), 1e-5, 1.0)):
+        inputs = {"x": randn(g, N, D, scale=scale) + 0.5, "weight": 1 + randn(g, D, scale=0.3)}
+        inputs.update({"grad_out": randn(g, N, D)} if with_grad_out else {"bias": randn(g, D)})
+        small = ", 小方差 / small variance" if scale < 0.1 else ""
+        cases.append(Case(f"x ({N}, {D}), eps={eps}{small}", inputs, {"eps": eps}))
+    return cases
+
+
+def _mlp_backward_cases():
+    g = torch.Generator().manual_seed(49)
+    cases = []
+    for lead, d_in, h, d_out in (((6,), 4, 5, 3), ((2, 3), 5, 7, 4), ((1,), 3, 6, 2)):
+        inputs = {"x": randn(g, *lead, d_in), "w1": randn(g, h, d_in, scale=0.7), "b1": randn(g, h, scale=0.5),
+                  "w2": randn(g, d_out, h, scale=0.7), "b2": randn(g, d_out, scale=0.5),
+                  "grad_out": randn(g, *lead, d_out)}
+        cases.append(Case(f"x {(*lead, d_in)}, h={h}, d_out={d_out}", inputs))
+    return cases
+
+
 def _cross_entropy_cases():
     g = torch.Generator().manual_seed(46)
     return [Case("logits (2, 5, 7), 无平滑 / no smoothing, ignore_index=0",
@@ -181,6 +309,25 @@ FunctionCheck("layer_norm_backward", cases=_layer_norm_backward_cases, outputs=(
               mistakes=("ln_backward_missing_mean_terms", "ln_backward_missing_variance_term",
                         "ln_backward_no_mean_g", "ln_backward_no_weight", "ln_backward_grads_swapped",
                         "ln_backward_sums_fixed_axes", "ln_unbiased_var", "ln_eps_outside_sqrt"))
+
+FunctionCheck("batch_norm_forward", cases=lambda: _batch_norm_cases(False), outputs=("out",),
+              grads=("x", "weight", "bias"), variants=batch_norm_forward_variants,
+              call=lambda f, case, x: f(x["x"], x["weight"], x["bias"], case["eps"]),
+              mistakes=("bn_stats_wrong_axis", "bn_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine"))
+
+FunctionCheck("batch_norm_backward", cases=lambda: _batch_norm_cases(True),
+              outputs=("grad_x", "grad_weight", "grad_bias"), variants=batch_norm_backward_variants,
+              call=lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(),
+                                        case["eps"]),
+              mistakes=("bn_backward_missing_mean_terms", "bn_backward_missing_variance_term",
+                        "bn_param_grads_wrong_axis", "bn_stats_wrong_axis", "bn_unbiased_var",
+                        "ln_eps_outside_sqrt"))
+
+FunctionCheck("mlp_backward", cases=_mlp_backward_cases,
+              outputs=("grad_x", "grad_w1", "grad_b1", "grad_w2", "grad_b2"), variants=mlp_backward_variants,
+              call=lambda f, case, x: f(*(case[k].clone() for k in ("x", "w1", "b1", "w2", "b2", "grad_out"))),
+              mistakes=("mlp_relu_no_mask", "mlp_relu_times_activation", "mlp_weight_grad_transposed",
+                        "mlp_bias_grad_not_summed"))
 
 FunctionCheck("cross_entropy", cases=_cross_entropy_cases, outputs=("loss",), grads=("logits",),
               variants=cross_entropy_variants,
