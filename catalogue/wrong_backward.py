@@ -27,6 +27,11 @@ def batch_norm_forward_no_affine(x, weight, bias, eps=1e-5):
     return _bn_stats(x, eps)[0]  # bug: weight and bias never applied
 
 
+def batch_norm_forward_eps_1e_8(x, weight, bias, eps=1e-5):
+    x_hat, _ = _bn_stats(x, 1e-8)  # bug: a fixed eps, the argument ignored
+    return x_hat * weight + bias
+
+
 def batch_norm_backward_only_direct(x, weight, grad_out, eps=1e-5):
     x_hat, std = _bn_stats(x, eps)
     grad_x = grad_out * weight / std  # bug: as if the batch mean and variance were constants
@@ -58,6 +63,28 @@ def batch_norm_backward_unbiased(x, weight, grad_out, eps=1e-5):
 
 def batch_norm_backward_feature_axis(x, weight, grad_out, eps=1e-5):
     return _bn_backward(x, weight, grad_out, eps, dim=1)  # bug: LayerNorm's axis for the statistics
+
+
+def batch_norm_backward_keepdim(x, weight, grad_out, eps=1e-5):
+    grad_x, _, _ = _bn_backward(x, weight, grad_out, eps)
+    x_hat, _ = _bn_stats(x, eps)
+    return grad_x, (grad_out * x_hat).sum(0, keepdim=True), grad_out.sum(0, keepdim=True)  # bug: (1, D)
+
+
+def batch_norm_backward_var_term_without_eps(x, weight, grad_out, eps=1e-5):
+    N = x.shape[0]
+    xmu = x - x.mean(0)
+    var = (xmu ** 2).mean(0)
+    dxhat = grad_out * weight
+    dvar = -0.5 * (dxhat * xmu).sum(0) * var ** -1.5  # bug: (var + eps) ** -1.5 without its eps
+    dmu = -(dxhat / torch.sqrt(var + eps)).sum(0)
+    grad_x = dxhat / torch.sqrt(var + eps) + dvar * 2 * xmu / N + dmu / N
+    x_hat = xmu / torch.sqrt(var + eps)
+    return grad_x, (grad_out * x_hat).sum(0), grad_out.sum(0)
+
+
+def batch_norm_backward_eps_1e_6(x, weight, grad_out, eps=1e-5):
+    return _bn_backward(x, weight, grad_out, 1e-6)  # bug: a fixed eps, the argument ignored
 
 
 def _mlp(x, w1, b1, w2, b2, grad_out, relu_grad):
@@ -101,11 +128,15 @@ CASES = [
     ("batch_norm_forward", batch_norm_forward_feature_axis, "bn_stats_wrong_axis"),
     ("batch_norm_forward", batch_norm_forward_eps_outside, "ln_eps_outside_sqrt"),
     ("batch_norm_forward", batch_norm_forward_no_affine, "ln_no_affine"),
+    ("batch_norm_forward", batch_norm_forward_eps_1e_8, "ln_eps_value"),
     ("batch_norm_backward", batch_norm_backward_only_direct, "bn_backward_missing_mean_terms"),
     ("batch_norm_backward", batch_norm_backward_no_variance_term, "bn_backward_missing_variance_term"),
     ("batch_norm_backward", batch_norm_backward_bias_axis_1, "bn_param_grads_wrong_axis"),
     ("batch_norm_backward", batch_norm_backward_unbiased, "bn_unbiased_var"),
     ("batch_norm_backward", batch_norm_backward_feature_axis, "bn_stats_wrong_axis"),
+    ("batch_norm_backward", batch_norm_backward_keepdim, "bn_param_grads_keepdim"),
+    ("batch_norm_backward", batch_norm_backward_var_term_without_eps, "bn_backward_eps_dropped"),
+    ("batch_norm_backward", batch_norm_backward_eps_1e_6, "ln_eps_value"),
     ("mlp_backward", mlp_backward_no_relu_grad, "mlp_relu_no_mask"),
     ("mlp_backward", mlp_backward_times_activation, "mlp_relu_times_activation"),
     ("mlp_backward", mlp_backward_transposed, "mlp_weight_grad_transposed"),

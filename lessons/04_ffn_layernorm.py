@@ -154,6 +154,70 @@ with torch.no_grad():
         "activation='gelu' 应为 fc2(gelu(fc1(x)))（精确 GELU）/ activation='gelu' must give fc2(gelu(fc1(x))) (exact GELU)"
 
 # %% [markdown]
+# ### FFN 的反向传播（手推一次）
+#
+# 面试常让人不用 autograd 写一个两层 MLP 的反向。取上面 FFN 的默认形式（ReLU），用 `nn.Linear` 的权重布局
+# （`weight` 是 `(out, in)`，所以前向是 $x W^{\top}$）：
+#
+# $$
+# z = x W_1^{\top} + b_1,\qquad a = \mathrm{ReLU}(z),\qquad y = a W_2^{\top} + b_2 .
+# $$
+#
+# 上游梯度 $g = \partial L / \partial y$，链式法则从后往前走：
+#
+# - 第二层：$\partial L/\partial W_2 = g^{\top} a$，$\partial L/\partial b_2 = \sum_{\text{样本}} g$，$\partial L/\partial a = g\, W_2$；
+# - ReLU：$\partial L/\partial z = \partial L/\partial a \odot \mathbb{1}[z > 0]$，乘的是 0/1 掩码，不是激活值 $a$。
+#   $a > 0$ 和 $z > 0$ 是同一个掩码，用哪个算都对；
+# - 第一层：$\partial L/\partial W_1 = (\partial L/\partial z)^{\top} x$，$\partial L/\partial b_1 = \sum_{\text{样本}} \partial L/\partial z$，
+#   $\partial L/\partial x = (\partial L/\partial z)\, W_1$。
+#
+# 规律：权重的梯度是“上游梯度的转置 × 这一层的输入”，形状与权重相同；偏置的梯度是上游梯度在所有样本上**求和**
+# （每个样本用的是同一个偏置）。输入是 `(B, T, d)` 时，把 `B·T` 个位置都当作样本。
+#
+# **形状追踪**（$N = 6$ 个样本，$d_{\text{in}} = 4$，$h = 8$，$d_{\text{out}} = 3$）：
+#
+# | 梯度 | 怎么算 | 形状 |
+# | --- | --- | --- |
+# | `grad_w2` | `g.T @ a`：`(3, 6) @ (6, 8)` | `(3, 8)`，同 `w2` |
+# | `grad_b2` | `g.sum(0)` | `(3,)` |
+# | `grad_a` | `g @ w2`：`(6, 3) @ (3, 8)` | `(6, 8)` |
+# | `grad_z` | `grad_a * (z > 0)` | `(6, 8)` |
+# | `grad_w1` | `grad_z.T @ x`：`(8, 6) @ (6, 4)` | `(8, 4)`，同 `w1` |
+# | `grad_b1` | `grad_z.sum(0)` | `(8,)` |
+# | `grad_x` | `grad_z @ w1`：`(6, 8) @ (8, 4)` | `(6, 4)`，同 `x` |
+#
+# 常见错误：忘了 ReLU 的掩码；乘的是激活值 $a$ 而不是掩码；写成 `x.T @ grad_z`（形状 `(4, 8)`：那是 $xW$ 写法里
+# $W$ 的布局，`nn.Linear` 的权重是它的转置）；偏置的梯度取了平均，或者没有求和。下面用 autograd 验证（float64）：
+
+# %% demo=true
+# MLP backward by hand, checked against autograd through F.linear and F.relu (float64).
+_g = torch.Generator().manual_seed(3)
+_x = torch.randn(6, 4, generator=_g, dtype=torch.float64, requires_grad=True)        # (N, d_in)
+_w1 = torch.randn(8, 4, generator=_g, dtype=torch.float64, requires_grad=True)       # nn.Linear(4, 8).weight: (out, in)
+_b1 = torch.randn(8, generator=_g, dtype=torch.float64, requires_grad=True)
+_w2 = torch.randn(3, 8, generator=_g, dtype=torch.float64, requires_grad=True)       # nn.Linear(8, 3).weight
+_b2 = torch.randn(3, generator=_g, dtype=torch.float64, requires_grad=True)
+_upstream = torch.randn(6, 3, generator=_g, dtype=torch.float64)                     # dL/dy
+F.linear(F.relu(F.linear(_x, _w1, _b1)), _w2, _b2).backward(_upstream)              # autograd fills the .grad fields
+with torch.no_grad():
+    _z = _x @ _w1.T + _b1                                                            # (6, 4) @ (4, 8) -> (6, 8)
+    _a = _z.clamp(min=0)                                                             # ReLU
+    _grad_z = (_upstream @ _w2) * (_z > 0)                                           # (6, 3) @ (3, 8) -> (6, 8), masked
+    _mine = {"x": _grad_z @ _w1,                                                     # (6, 8) @ (8, 4) -> (6, 4)
+             "w1": _grad_z.T @ _x,                                                   # (8, 6) @ (6, 4) -> (8, 4)
+             "b1": _grad_z.sum(dim=0),                                               # (8,)
+             "w2": _upstream.T @ _a,                                                 # (3, 6) @ (6, 8) -> (3, 8)
+             "b2": _upstream.sum(dim=0)}                                             # (3,)
+for _name, _leaf in (("x", _x), ("w1", _w1), ("b1", _b1), ("w2", _w2), ("b2", _b2)):
+    print(f"dL/d{_name:<2} {str(tuple(_leaf.grad.shape)):>6}: max |formula - autograd| = "
+          f"~{(_mine[_name] - _leaf.grad).abs().max().item():.1e}")
+print(f"hidden units the ReLU mask zeroes: {int((_z <= 0).sum())} of {_z.numel()}")
+
+# %% [markdown]
+# 差都在 $10^{-15}$ 以下。被掩码置零的那些隐藏单元，梯度一点也传不回去：这就是“ReLU 死区”。
+# 第 10 章的手撕练习库里有这道题（`mlp_backward`）。
+
+# %% [markdown]
 # ## 3. 残差连接（Residual Connection）
 #
 # $$
@@ -338,6 +402,63 @@ print("dL/dx sums to 0 along the last axis:", torch.allclose(_dx.sum(-1), torch.
 # %% [markdown]
 # 差都在 $10^{-15}$ 以下。$\partial L/\partial x$ 沿最后一维之和为 0，与上面“整体平移输入，输出不变”一致。
 # 第 10 章的手撕练习库里有这道题（`layer_norm_backward`）。
+
+# %% [markdown]
+# ### BatchNorm 的前向与反向：同一个公式，换一个轴
+#
+# BatchNorm 的前向和反向也是常考的手撕题（CS231n 的作业就是它）。输入 `x (N, D)`：$N$ 个样本、$D$ 个特征，
+# 训练时每个**特征**用这一批的统计量：
+#
+# $$
+# \mu_j = \frac1N \sum_{i} x_{ij},\qquad \sigma_j^2 = \frac1N\sum_i (x_{ij} - \mu_j)^2,\qquad
+# \hat x_{ij} = \frac{x_{ij} - \mu_j}{\sqrt{\sigma_j^2 + \epsilon}},\qquad y_{ij} = \gamma_j \hat x_{ij} + \beta_j .
+# $$
+#
+# 和 LayerNorm 只差统计的轴：LayerNorm 沿特征（最后一维），BatchNorm 沿批次（第 0 维）。方差同样是**有偏**的（除以 $N$）：
+# PyTorch 训练时用它归一化，无偏方差（除以 $N - 1$）只用来更新 `running_var`。推理时用滑动平均，那是另一回事，这里只写训练模式。
+#
+# 反向就是上面 LayerNorm 的公式，把“沿最后一维的平均”换成“沿批次的平均”：
+#
+# $$
+# \frac{\partial L}{\partial x} = \frac{1}{\sigma}\Big(g - \overline{g} - \hat x \odot \overline{g \odot \hat x}\Big),\qquad g = g^{\text{out}} \odot \gamma ,
+# $$
+#
+# 上划线是沿第 0 维（每个特征各自）的平均；$\partial L/\partial \gamma = \sum_i g^{\text{out}} \odot \hat x$、$\partial L/\partial \beta = \sum_i g^{\text{out}}$
+# 也沿第 0 维求和，形状 `(D,)`。一个样本的 $x_{ij}$ 通过这一批的 $\mu_j$、$\sigma_j$ 影响**同一批所有样本**的输出，
+# 所以只写直接的那一项 $g/\sigma$ 是错的：漏掉的两项正来自批统计量。
+#
+# **形状追踪**（$N = 8,\ D = 5$）：`mean`、`var`、`sigma` 沿第 0 维、`keepdim=True`，是 `(1, 5)`；`x_hat`、`g`、`grad_x` 是 `(8, 5)`；
+# `grad_weight`、`grad_bias` 把第 0 维求和掉，是 `(5,)`（不要 `keepdim`：梯度的形状与参数相同）。
+#
+# 常见错误：无偏方差；沿最后一维求统计量（那是 LayerNorm）；`grad_x` 只剩 $g/\sigma$；`grad_bias` 沿错的轴求和（得到每个样本一个数）；
+# eps 写死成别的值，或者在反向的某一项里漏掉。下面用 `F.batch_norm(training=True)` 和 autograd 验证（float64）：
+
+# %% demo=true
+# BatchNorm (training mode) forward and backward by the formulas, checked against F.batch_norm and autograd (float64).
+_g = torch.Generator().manual_seed(4)
+_x = (2 * torch.randn(8, 5, generator=_g, dtype=torch.float64) + 1).requires_grad_(True)     # (N, D)
+_gamma = (1 + 0.3 * torch.randn(5, generator=_g, dtype=torch.float64)).requires_grad_(True)
+_beta = torch.randn(5, generator=_g, dtype=torch.float64, requires_grad=True)
+_upstream = torch.randn(8, 5, generator=_g, dtype=torch.float64)                          # dL/d(output)
+_out = F.batch_norm(_x, None, None, _gamma, _beta, training=True, eps=1e-5)               # no running statistics
+_out.backward(_upstream)
+with torch.no_grad():
+    _mean = _x.mean(dim=0, keepdim=True)                                                  # (1, 5): one per feature
+    _sigma = (_x.var(dim=0, keepdim=True, unbiased=False) + 1e-5).sqrt()                  # (1, 5), biased variance
+    _normed = (_x - _mean) / _sigma                                                       # (8, 5)
+    _gx = _upstream * _gamma                                                              # through the affine first
+    _dx = (_gx - _gx.mean(0, keepdim=True) - _normed * (_gx * _normed).mean(0, keepdim=True)) / _sigma
+    _dgamma, _dbeta = (_upstream * _normed).sum(dim=0), _upstream.sum(dim=0)              # (5,) each
+    _unbiased = (_x - _mean) / (_x.var(dim=0, keepdim=True) + 1e-5).sqrt() * _gamma + _beta  # divides by N - 1
+    print(f"  forward: max |formula - F.batch_norm| = ~{(_normed * _gamma + _beta - _out).abs().max().item():.1e}")
+for _name, _mine, _auto in (("dL/dx", _dx, _x.grad), ("dL/dgamma", _dgamma, _gamma.grad), ("dL/dbeta", _dbeta, _beta.grad)):
+    print(f"{_name:>9}: max |formula - autograd| = ~{(_mine - _auto).abs().max().item():.1e}")
+print("dL/dx sums to 0 over the batch:", torch.allclose(_dx.sum(0), torch.zeros(5, dtype=torch.float64)))
+print(f"unbiased variance instead: max |difference| = {(_unbiased - _out).abs().max().item():.2f}")
+
+# %% [markdown]
+# 公式与 PyTorch 的差都在 $10^{-15}$ 以下；换成无偏方差，$N = 8$ 时输出差到上面最后一行那么多。$\partial L/\partial x$ 沿批次之和为 0：
+# 整批一起平移，批均值跟着平移，输出不变。第 10 章的手撕练习库里有这两道题（`batch_norm_forward`、`batch_norm_backward`）。
 
 # %% [markdown]
 # ## 6. 残差与归一化的两种组合：Post-LN 与 Pre-LN

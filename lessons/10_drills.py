@@ -17,7 +17,7 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # # 10 手撕练习库（drill bank）
 #
 # 面试里的“手撕 Transformer”是：给一张白纸，15 分钟写出注意力、多头注意力、LayerNorm、掩码……
-# 本章把前面各章的组件变成 33 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
+# 本章把前面各章的组件变成 36 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
 # 没有提示、没有伪代码。写完后，检查（check）用和各章评分完全相同的引擎判定，并**说出错误的名字**
 # （例如“忘了除以 √d_k”“拆头时没有 transpose”），而不是只说 “value mismatch”。
 #
@@ -36,9 +36,9 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。各章检查的结果也记在这个文件里：
 # 在任意一章运行 `import tutor; tutor.progress()`，看每章哪些评分单元格通过了、检查指出过哪些错误。
 #
-# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 33 分**，每道题 1 分，隐藏测试与各章相同。
+# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 36 分**，每道题 1 分，隐藏测试与各章相同。
 #
-# *English:* 33 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
+# *English:* 36 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)
 # and the time. The 📖 cell shows the reference and the classic mistakes only after a pass or
 # `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3 drills
@@ -973,6 +973,84 @@ finish('kv_cache_bytes', _)
 
 # %% tags=["selfstudy"]
 reveal('kv_cache_bytes')
+
+# %% [markdown]
+# ## 练习 34 · BatchNorm 前向（训练模式）/ BatchNorm forward (training mode)
+#
+# 目标 / target: 5 min. 检查 / check: `batch_norm_forward`.
+
+# %% tags=["selfstudy"]
+start('batch_norm_forward')
+
+# %% exercise="batch_norm_forward" drill=true
+def batch_norm_forward(x, weight, bias, eps=1e-5):
+    """BatchNorm in training mode, by hand.
+
+    ``x (N, D)``, ``weight (D,)``, ``bias (D,)`` -> ``out (N, D)``: every feature normalised with the batch's
+    statistics; equals ``F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)``.
+
+    中文：手写训练模式的 BatchNorm：每个特征用这一批的统计量归一化，再缩放、平移；与 ``F.batch_norm(..., training=True)`` 相等。
+    """
+
+# %% grade_id="drill_batch_norm_forward" points=1 check="batch_norm_forward:batch_norm_forward" tags=["nbgrader"]
+
+# %% check="batch_norm_forward:batch_norm_forward" tags=["selfstudy"]
+finish('batch_norm_forward', _)
+
+# %% tags=["selfstudy"]
+reveal('batch_norm_forward')
+
+# %% [markdown]
+# ## 练习 35 · BatchNorm 反向传播 / BatchNorm backward
+#
+# 目标 / target: 15 min. 检查 / check: `batch_norm_backward`.
+
+# %% tags=["selfstudy"]
+start('batch_norm_backward')
+
+# %% exercise="batch_norm_backward" drill=true
+def batch_norm_backward(x, weight, grad_out, eps=1e-5):
+    """Backward of training-mode BatchNorm, by hand.
+
+    ``x (N, D)``, ``weight (D,)``, ``grad_out (N, D)`` -> ``(grad_x (N, D), grad_weight (D,), grad_bias (D,))``;
+    equals autograd through ``F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)``.
+
+    中文：手写训练模式 BatchNorm 的反向传播，返回三个梯度，与 autograd 相等。
+    """
+
+# %% grade_id="drill_batch_norm_backward" points=1 check="batch_norm_backward:batch_norm_backward" tags=["nbgrader"]
+
+# %% check="batch_norm_backward:batch_norm_backward" tags=["selfstudy"]
+finish('batch_norm_backward', _)
+
+# %% tags=["selfstudy"]
+reveal('batch_norm_backward')
+
+# %% [markdown]
+# ## 练习 36 · MLP 反向传播 / MLP backward
+#
+# 目标 / target: 10 min. 检查 / check: `mlp_backward`.
+
+# %% tags=["selfstudy"]
+start('mlp_backward')
+
+# %% exercise="mlp_backward" drill=true
+def mlp_backward(x, w1, b1, w2, b2, grad_out):
+    """Backward of ``y = relu(x @ w1.T + b1) @ w2.T + b2``, by hand (``nn.Linear``'s weight layout).
+
+    ``x (..., d_in)``, ``w1 (h, d_in)``, ``b1 (h,)``, ``w2 (d_out, h)``, ``b2 (d_out,)``, ``grad_out (..., d_out)``
+    -> ``(grad_x, grad_w1, grad_b1, grad_w2, grad_b2)``, each of its input's shape; equals autograd.
+
+    中文：手写两层 ReLU MLP 的反向传播，返回五个梯度（形状分别与对应输入相同），与 autograd 相等。
+    """
+
+# %% grade_id="drill_mlp_backward" points=1 check="mlp_backward:mlp_backward" tags=["nbgrader"]
+
+# %% check="mlp_backward:mlp_backward" tags=["selfstudy"]
+finish('mlp_backward', _)
+
+# %% tags=["selfstudy"]
+reveal('mlp_backward')
 
 # %% [markdown]
 # ## 进度与模拟面试 / Progress and mock interview

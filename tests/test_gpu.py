@@ -166,7 +166,8 @@ def test_encoder_decoder_decoding_and_beam_search_on_the_device(device):
 
 
 FUNCTION_CHECKS = ["top_k_filter", "top_p_filter", "sampling_probs", "repeat_kv", "softmax_backward",
-                   "cross_entropy", "scaled_dot_product_attention", "copy_loss"]
+                   "batch_norm_forward", "batch_norm_backward", "mlp_backward", "cross_entropy",
+                   "scaled_dot_product_attention", "copy_loss"]
 
 
 @pytest.mark.parametrize("device", FLOAT64_DEVICES)

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from solutions import (
+    batch_norm_backward,
+    batch_norm_forward,
     GPT,
     AdamW,
     GPTBlock,
@@ -30,6 +32,7 @@ from solutions import (
     layer_norm_backward,
     make_sliding_window_mask,
     make_subsequent_mask,
+    mlp_backward,
     repeat_kv,
     sample_next_token,
     sampling_probs,
@@ -365,6 +368,37 @@ def test_layer_norm_backward_equals_autograd(shape, eps, max_diff):
     ours = layer_norm_backward(x.detach(), weight.detach(), grad_out, eps)
     for name, a, b in zip(("grad_x", "grad_weight", "grad_bias"), ours, expected):
         max_diff(f"layer_norm_backward {name} vs autograd", a, b)
+
+
+@pytest.mark.parametrize("shape, eps, scale", [((8, 5), 1e-5, 3.0), ((2, 4), 1e-3, 0.03), ((32, 3), 1e-5, 1.0)])
+def test_batch_norm_forward_and_backward_equal_pytorch(shape, eps, scale, max_diff):
+    """Training mode, batch statistics over dim 0: the forward equals F.batch_norm(training=True), the backward
+    autograd through it (N = 2 too, where the biased and unbiased variances differ by a factor of 2)."""
+    d = shape[-1]
+    x = (scale * torch.randn(shape) + 1).requires_grad_(True)
+    weight = (1 + 0.3 * torch.randn(d)).requires_grad_(True)
+    bias = torch.randn(d, requires_grad=True)
+    out = F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)
+    max_diff("batch_norm_forward vs F.batch_norm", batch_norm_forward(x.detach(), weight.detach(), bias.detach(), eps),
+             out)
+    grad_out = torch.randn(out.shape)
+    expected = torch.autograd.grad(out, [x, weight, bias], grad_out)
+    ours = batch_norm_backward(x.detach(), weight.detach(), grad_out, eps)
+    for name, a, b in zip(("grad_x", "grad_weight", "grad_bias"), ours, expected):
+        max_diff(f"batch_norm_backward {name} vs autograd", a, b, tol=1e-10 if scale < 0.1 else 1e-12)
+
+
+@pytest.mark.parametrize("lead, d_in, h, d_out", [((6,), 4, 8, 3), ((2, 5), 3, 7, 4), ((1,), 2, 5, 1)])
+def test_mlp_backward_equals_autograd(lead, d_in, h, d_out, max_diff):
+    x = torch.randn(*lead, d_in, requires_grad=True)
+    w1, b1 = torch.randn(h, d_in, requires_grad=True), torch.randn(h, requires_grad=True)
+    w2, b2 = torch.randn(d_out, h, requires_grad=True), torch.randn(d_out, requires_grad=True)
+    y = F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+    grad_out = torch.randn(y.shape)
+    expected = torch.autograd.grad(y, [x, w1, b1, w2, b2], grad_out)
+    ours = mlp_backward(*(t.detach() for t in (x, w1, b1, w2, b2)), grad_out)
+    for name, a, b in zip(("grad_x", "grad_w1", "grad_b1", "grad_w2", "grad_b2"), ours, expected):
+        max_diff(f"mlp_backward {name} vs autograd", a, b)
 
 
 @pytest.mark.parametrize("ignore_index, smoothing", [(-100, 0.0), (0, 0.0), (0, 0.1), (-100, 0.3), (3, 0.2)])

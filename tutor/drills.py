@@ -97,6 +97,9 @@ DRILLS = [
     Drill("cross_entropy", "交叉熵（ignore_index、标签平滑）/ cross-entropy (ignore_index, label smoothing)", 10),
     Drill("attention_flops_and_memory", "注意力的 FLOPs 与显存 / attention FLOPs and memory", 8),
     Drill("kv_cache_bytes", "KV 缓存大小 / KV-cache size", 3),
+    Drill("batch_norm_forward", "BatchNorm 前向（训练模式）/ BatchNorm forward (training mode)", 5),
+    Drill("batch_norm_backward", "BatchNorm 反向传播 / BatchNorm backward", 15),
+    Drill("mlp_backward", "MLP 反向传播 / MLP backward", 10),
 ]
 BY_NAME = {d.name: d for d in DRILLS}
 

@@ -30,6 +30,47 @@ def layer_norm_backward(x, weight, grad_out, eps=1e-5):
 ''')
 
 
+idiom("batch_norm_forward_var_mean_addcmul", "10_drills", "batch_norm_forward",
+      "torch.var_mean(correction=0) over dim 0, torch.rsqrt, torch.addcmul for the affine", r'''
+def batch_norm_forward(x, weight, bias, eps=1e-5):
+    var, mean = torch.var_mean(x, dim=0, correction=0)                            # (D,) each: per feature
+    x_hat = (x - mean) * torch.rsqrt(var + eps)                                   # (N, D)
+    return torch.addcmul(bias, x_hat, weight)                                     # bias + x_hat * weight
+''')
+
+
+idiom("batch_norm_backward_staged_graph", "10_drills", "batch_norm_backward",
+      "the computational graph walked back stage by stage (CS231n style: dxhat, dvar, dmean), unsqueezed "
+      "per-feature statistics", r'''
+def batch_norm_backward(x, weight, grad_out, eps=1e-5):
+    N = x.shape[0]
+    mean = x.mean(0).unsqueeze(0)                                                 # (1, D)
+    centred = x - mean                                                            # (N, D)
+    var = centred.pow(2).mean(0).unsqueeze(0)                                     # (1, D), biased
+    inv_std = (var + eps).pow(-0.5)                                               # (1, D)
+    x_hat = centred * inv_std
+    dx_hat = grad_out * weight                                                    # (N, D)
+    dvar = (dx_hat * centred).sum(0, keepdim=True) * -0.5 * inv_std ** 3          # (1, D)
+    dmean = -(dx_hat * inv_std).sum(0, keepdim=True) - 2.0 * dvar * centred.mean(0, keepdim=True)
+    grad_x = dx_hat * inv_std + dvar * 2.0 * centred / N + dmean / N
+    return grad_x, (grad_out * x_hat).sum(0), grad_out.sum(0)
+''')
+
+
+idiom("mlp_backward_einsum_heaviside", "10_drills", "mlp_backward",
+      "torch.einsum over any leading axes for the weight gradients, torch.heaviside for ReLU's derivative, "
+      "a tuple of leading dims for the bias sums", r'''
+def mlp_backward(x, w1, b1, w2, b2, grad_out):
+    lead = tuple(range(x.dim() - 1))                                              # every leading axis
+    z = torch.einsum("...i,hi->...h", x, w1) + b1                                 # (..., d_in) x (h, d_in) -> (..., h)
+    a = torch.relu(z)
+    dz = torch.einsum("...o,oh->...h", grad_out, w2) * torch.heaviside(z, torch.zeros_like(z))
+    return (torch.einsum("...h,hi->...i", dz, w1),                                # (..., h) x (h, d_in) -> (..., d_in)
+            torch.einsum("...h,...i->hi", dz, x), dz.sum(lead),                   # (h, d_in), (h,)
+            torch.einsum("...o,...h->oh", grad_out, a), grad_out.sum(lead))       # (d_out, h), (d_out,)
+''')
+
+
 idiom("cross_entropy_log_softmax_one_hot_target", "10_drills", "cross_entropy",
       "F.log_softmax, the smoothed target distribution built with F.one_hot, masked_select(...).mean() "
       "over the kept positions", r'''

@@ -77,6 +77,15 @@ MISTAKES = define_mistakes({
                                   "每个特征一个数，形状 (D,)",
                                   "grad_weight / grad_bias summed over the wrong axis: sum over the batch (dim 0), one "
                                   "number per feature, shape (D,)"),
+    "bn_backward_eps_dropped": ("反向里有一项漏了 eps：方差项的 (var + eps)^(-3/2) 写成了 var^(-3/2)；"
+                                "前向除以的是 sqrt(var + eps)，反向的每一项都要用同一个 σ",
+                                "eps is dropped from one term of the backward: the variance term's (var + eps)^(-3/2) "
+                                "is written var^(-3/2); the forward divides by sqrt(var + eps), so every term of the "
+                                "backward uses that same σ"),
+    "bn_param_grads_keepdim": ("grad_weight / grad_bias 保留了求和的那一维，形状是 (1, D)：去掉 keepdim，"
+                               "梯度的形状与 weight、bias 相同，(D,)",
+                               "grad_weight / grad_bias keep the summed axis, shape (1, D): drop keepdim, a gradient "
+                               "has its parameter's shape, (D,)"),
     "mlp_relu_no_mask": ("ReLU 的梯度被忘了：回传到隐藏层的梯度要乘预激活的 0/1 掩码 (z > 0)",
                          "ReLU's gradient is forgotten: the gradient reaching the hidden layer is multiplied by the "
                          "pre-activation's 0/1 mask (z > 0)"),
@@ -141,14 +150,21 @@ def layer_norm_backward_variants(ref, case):
 
 
 BATCH_NORM_STAT_BUGS = [Bug("bn_unbiased_var", dict(unbiased=True)), Bug("bn_stats_wrong_axis", dict(axis=-1)),
-                        Bug("ln_eps_outside_sqrt", dict(eps_outside=True))]
+                        Bug("ln_eps_outside_sqrt", dict(eps_outside=True))] + [
+    Bug("ln_eps_value", dict(eps_value=e)) for e in (1e-12, 1e-8, 1e-6, 1e-5)]  # fixed eps (hipsternet, DLFS, ...)
 
 
-def _batch_norm_parts(x, eps, axis=0, unbiased=False, eps_outside=False):
+def _batch_norm_parts(x, eps, axis=0, unbiased=False, eps_outside=False, eps_value=None):
     """(x_hat, sigma) with the statistics over ``axis``, as a wrong implementation computes them."""
+    eps = eps if eps_value is None else eps_value
     var = x.var(axis, keepdim=True, unbiased=unbiased)
     sigma = var.sqrt() + eps if eps_outside else torch.sqrt(var + eps)
     return (x - x.mean(axis, keepdim=True)) / sigma, sigma
+
+
+def _eps_note(eps):
+    return lambda kw: ("" if "eps_value" not in kw else
+                       f"eps = {kw['eps_value']:g}，契约是 {eps:g} / eps = {kw['eps_value']:g}, the contract says {eps:g}")
 
 
 def batch_norm_forward_variants(ref, case):
@@ -158,26 +174,32 @@ def batch_norm_forward_variants(ref, case):
         x_hat, _ = _batch_norm_parts(x, eps, **stats)
         return {"out": x_hat * w + b if affine else x_hat}
 
-    return combine([*BATCH_NORM_STAT_BUGS, Bug("ln_no_affine", dict(affine=False))], run)
+    return combine([*BATCH_NORM_STAT_BUGS, Bug("ln_no_affine", dict(affine=False))], run, note=_eps_note(eps))
 
 
 def batch_norm_backward_variants(ref, case):
     x, w, go, eps = case["x"], case["weight"], case["grad_out"], case["eps"]
 
-    def run(terms="both", param_axis=0, bias_only=False, **stats):
+    def run(terms="both", param_axis=0, bias_only=False, keepdim=False, eps_in_var_term=True, **stats):
         x_hat, sigma = _batch_norm_parts(x, eps, **stats)
         axis = stats.get("axis", 0)
         g = go * w
         gx = g if terms == "none" else g - g.mean(axis, keepdim=True)
-        if terms == "both":
+        if terms == "both" and eps_in_var_term:
             gx = gx - x_hat * (g * x_hat).mean(axis, keepdim=True)
-        return {"grad_x": gx / sigma, "grad_weight": (go * x_hat).sum(0 if bias_only else param_axis),
-                "grad_bias": go.sum(param_axis)}
+        if terms == "both" and not eps_in_var_term:  # (x - mean) * mean(g (x - mean)) * var^(-3/2), times sigma
+            centred = x - x.mean(axis, keepdim=True)
+            var = x.var(axis, keepdim=True, unbiased=False)
+            gx = gx - centred * (g * centred).mean(axis, keepdim=True) * sigma / var ** 1.5
+        return {"grad_x": gx / sigma, "grad_weight": (go * x_hat).sum(0 if bias_only else param_axis, keepdim),
+                "grad_bias": go.sum(param_axis, keepdim)}
 
     return combine([*BATCH_NORM_STAT_BUGS, Bug("bn_backward_missing_mean_terms", dict(terms="none")),
                     Bug("bn_backward_missing_variance_term", dict(terms="mean")),
+                    Bug("bn_backward_eps_dropped", dict(eps_in_var_term=False)),
                     Bug("bn_param_grads_wrong_axis", dict(param_axis=1)),
-                    Bug("bn_param_grads_wrong_axis", dict(param_axis=1, bias_only=True))], run)
+                    Bug("bn_param_grads_wrong_axis", dict(param_axis=1, bias_only=True)),
+                    Bug("bn_param_grads_keepdim", dict(keepdim=True))], run, note=_eps_note(eps))
 
 
 MLP_BUGS = [Bug("mlp_relu_no_mask", dict(relu="none")), Bug("mlp_relu_times_activation", dict(relu="value")),
@@ -311,17 +333,18 @@ FunctionCheck("layer_norm_backward", cases=_layer_norm_backward_cases, outputs=(
                         "ln_backward_sums_fixed_axes", "ln_unbiased_var", "ln_eps_outside_sqrt"))
 
 FunctionCheck("batch_norm_forward", cases=lambda: _batch_norm_cases(False), outputs=("out",),
-              grads=("x", "weight", "bias"), variants=batch_norm_forward_variants,
-              call=lambda f, case, x: f(x["x"], x["weight"], x["bias"], case["eps"]),
-              mistakes=("bn_stats_wrong_axis", "bn_unbiased_var", "ln_eps_outside_sqrt", "ln_no_affine"))
+              variants=batch_norm_forward_variants,
+              call=lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["bias"].clone(), case["eps"]),
+              mistakes=("bn_stats_wrong_axis", "bn_unbiased_var", "ln_eps_outside_sqrt", "ln_eps_value",
+                        "ln_no_affine"))
 
 FunctionCheck("batch_norm_backward", cases=lambda: _batch_norm_cases(True),
               outputs=("grad_x", "grad_weight", "grad_bias"), variants=batch_norm_backward_variants,
               call=lambda f, case, x: f(case["x"].clone(), case["weight"].clone(), case["grad_out"].clone(),
                                         case["eps"]),
               mistakes=("bn_backward_missing_mean_terms", "bn_backward_missing_variance_term",
-                        "bn_param_grads_wrong_axis", "bn_stats_wrong_axis", "bn_unbiased_var",
-                        "ln_eps_outside_sqrt"))
+                        "bn_backward_eps_dropped", "bn_param_grads_wrong_axis", "bn_param_grads_keepdim",
+                        "bn_stats_wrong_axis", "bn_unbiased_var", "ln_eps_outside_sqrt", "ln_eps_value"))
 
 FunctionCheck("mlp_backward", cases=_mlp_backward_cases,
               outputs=("grad_x", "grad_w1", "grad_b1", "grad_w2", "grad_b2"), variants=mlp_backward_variants,
