@@ -53,7 +53,8 @@ def mlp_backward_where(x, w1, b1, w2, b2, grad_out):
     z = torch.addmm(b1, x2, w1.t())  # (M, d_in) @ (d_in, h) + b1 -> (M, h)
     dz = torch.where(z > 0, g2 @ w2, torch.zeros_like(z))  # (M, d_out) @ (d_out, h) -> (M, h)
     a = torch.where(z > 0, z, 0.0)
-    return (dz @ w1).view_as(x), dz.t() @ x2, dz.sum(0), g2.t() @ a, g2.sum(0)  # (h, M) @ (M, d_in); (d_out, M) @ (M, h)
+    grad_w1, grad_w2 = dz.t() @ x2, g2.t() @ a  # (h, M) @ (M, d_in) -> (h, d_in); (d_out, M) @ (M, h) -> (d_out, h)
+    return (dz @ w1).view_as(x), grad_w1, dz.sum(0), grad_w2, g2.sum(0)  # (M, h) @ (h, d_in) -> (M, d_in) -> x's shape
 
 
 CASES = [

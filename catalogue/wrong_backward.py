@@ -83,6 +83,14 @@ def batch_norm_backward_var_term_without_eps(x, weight, grad_out, eps=1e-5):
     return grad_x, (grad_out * x_hat).sum(0), grad_out.sum(0)
 
 
+def batch_norm_backward_eps_outside(x, weight, grad_out, eps=1e-5):
+    xmu = x - x.mean(0)
+    std = xmu.pow(2).mean(0).sqrt() + eps  # bug: sqrt(var) + eps, as in the forward it differentiates
+    x_hat, g = xmu / std, grad_out * weight
+    grad_x = (g - g.mean(0) - x_hat * (g * x_hat).mean(0)) / std
+    return grad_x, (grad_out * x_hat).sum(0), grad_out.sum(0)
+
+
 def batch_norm_backward_eps_1e_6(x, weight, grad_out, eps=1e-5):
     return _bn_backward(x, weight, grad_out, 1e-6)  # bug: a fixed eps, the argument ignored
 
@@ -137,6 +145,7 @@ CASES = [
     ("batch_norm_backward", batch_norm_backward_keepdim, "bn_param_grads_keepdim"),
     ("batch_norm_backward", batch_norm_backward_var_term_without_eps, "bn_backward_eps_dropped"),
     ("batch_norm_backward", batch_norm_backward_eps_1e_6, "ln_eps_value"),
+    ("batch_norm_backward", batch_norm_backward_eps_outside, "ln_eps_outside_sqrt"),
     ("mlp_backward", mlp_backward_no_relu_grad, "mlp_relu_no_mask"),
     ("mlp_backward", mlp_backward_times_activation, "mlp_relu_times_activation"),
     ("mlp_backward", mlp_backward_transposed, "mlp_weight_grad_transposed"),

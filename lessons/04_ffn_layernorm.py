@@ -423,9 +423,9 @@ print("dL/dx sums to 0 along the last axis:", torch.allclose(_dx.sum(-1), torch.
 # \frac{\partial L}{\partial x} = \frac{1}{\sigma}\Big(g - \overline{g} - \hat x \odot \overline{g \odot \hat x}\Big),\qquad g = g^{\text{out}} \odot \gamma ,
 # $$
 #
-# 上划线是沿第 0 维（每个特征各自）的平均；$\partial L/\partial \gamma = \sum_i g^{\text{out}} \odot \hat x$、$\partial L/\partial \beta = \sum_i g^{\text{out}}$
-# 也沿第 0 维求和，形状 `(D,)`。一个样本的 $x_{ij}$ 通过这一批的 $\mu_j$、$\sigma_j$ 影响**同一批所有样本**的输出，
-# 所以只写直接的那一项 $g/\sigma$ 是错的：漏掉的两项正来自批统计量。
+# 上划线是沿第 0 维（每个特征各自）的平均；$\partial L/\partial \gamma = \sum_i g^{\text{out}} \odot \hat x$、
+# $\partial L/\partial \beta = \sum_i g^{\text{out}}$ 也沿第 0 维求和，形状 `(D,)`。
+# 一个样本的 $x_{ij}$ 通过这一批的 $\mu_j$、$\sigma_j$ 影响**同一批所有样本**的输出，所以只写直接的那一项 $g/\sigma$ 是错的：漏掉的两项正来自批统计量。
 #
 # **形状追踪**（$N = 8,\ D = 5$）：`mean`、`var`、`sigma` 沿第 0 维、`keepdim=True`，是 `(1, 5)`；`x_hat`、`g`、`grad_x` 是 `(8, 5)`；
 # `grad_weight`、`grad_bias` 把第 0 维求和掉，是 `(5,)`（不要 `keepdim`：梯度的形状与参数相同）。

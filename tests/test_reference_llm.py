@@ -12,8 +12,6 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from solutions import (
-    batch_norm_backward,
-    batch_norm_forward,
     GPT,
     AdamW,
     GPTBlock,
@@ -23,6 +21,8 @@ from solutions import (
     Transformer,
     apply_rope,
     attention_flops_and_memory,
+    batch_norm_backward,
+    batch_norm_forward,
     beam_search,
     clip_grad_norm,
     cross_entropy,

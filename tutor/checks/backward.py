@@ -163,8 +163,8 @@ def _batch_norm_parts(x, eps, axis=0, unbiased=False, eps_outside=False, eps_val
 
 
 def _eps_note(eps):
-    return lambda kw: ("" if "eps_value" not in kw else
-                       f"eps = {kw['eps_value']:g}，契约是 {eps:g} / eps = {kw['eps_value']:g}, the contract says {eps:g}")
+    return lambda kw: ("" if "eps_value" not in kw else f"eps = {kw['eps_value']:g}，契约是 {eps:g} / "
+                       f"eps = {kw['eps_value']:g}, the contract says {eps:g}")
 
 
 def batch_norm_forward_variants(ref, case):
