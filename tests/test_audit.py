@@ -247,6 +247,27 @@ def test_the_checks_guard_refuses_autograd_in_a_hand_written_backward():
     assert run_check("softmax_backward", load()["softmax_backward"]).passed
 
 
+def test_the_checks_guard_refuses_pytorchs_batch_norm_and_autograd_in_the_batch_norm_drills():
+    import torch
+    import torch.nn.functional as F
+
+    from tutor.checks import run_check
+
+    def batch_norm_forward(x, weight, bias, eps=1e-5):
+        return F.batch_norm(x, None, None, weight, bias, training=True, eps=eps)
+
+    def batch_norm_backward(x, weight, grad_out, eps=1e-5):
+        x, weight = x.detach().requires_grad_(True), weight.detach().requires_grad_(True)
+        bias = torch.zeros_like(weight, requires_grad=True)
+        out = batch_norm_forward(x, weight, bias, eps)
+        return torch.autograd.grad(out, (x, weight, bias), grad_out)
+
+    forward, backward = run_check("batch_norm_forward", batch_norm_forward), run_check("batch_norm_backward",
+                                                                                       batch_norm_backward)
+    assert not forward.passed and "F.batch_norm" in forward.message
+    assert not backward.passed and "torch.autograd.grad" in backward.message
+
+
 def test_the_audit_is_plain_code_without_nbgrader():
     code = "import sys, grader.audit\nassert not [m for m in sys.modules if m.split('.')[0] == 'nbgrader'], 'nbgrader'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
