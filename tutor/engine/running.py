@@ -128,7 +128,7 @@ def _grads(out, inputs, module, seed, loss_mask=None):
     weight = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     if loss_mask is not None:
         weight = weight * loss_mask
-    (out * weight).sum().backward()
+    (out * weight.to(out.device)).sum().backward()  # an answer computed on a GPU is differentiated there
     grads = {f"grad {k}": v.grad for k, v in inputs.items()}
     if module is not None:
         for n, p in module.named_parameters():
