@@ -40,7 +40,7 @@ from solutions import GPT, CharTokenizer, generate, is_regular_poem, load_poems,
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = dict(d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=3, max_len=128, dropout=0.0,
               tie_weights=False)
-TRAIN = dict(block_size=80, batch_size=16, max_steps=900, lr=5e-3, warmup=20, eval_every=150)
+TRAIN = dict(block_size=80, batch_size=16, max_steps=1300, lr=5e-3, warmup=20, eval_every=260)
 SAMPLING = dict(temperature=0.7, top_p=0.9)
 GPU_RECIPE = {**RECIPE, "d_model": 384, "d_ff": 1024, "num_layers": 6, "dropout": 0.1}  # lesson 08 section 7, on CUDA
 GPU_TRAIN = {**TRAIN, "block_size": 128, "batch_size": 64, "max_steps": 2000, "lr": 2e-3, "eval_every": 100}
