@@ -100,9 +100,10 @@ reset:
 THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 
 # Coverage of grader/ and tutor/ (pytest-cov, with the course's own Python subprocesses): the report
-# lists the lines no test ran, and the run fails below the floor ([tool.coverage.report] fail_under).
+# lists the lines no test ran, and the run fails below the floor ([tool.coverage.report] fail_under);
+# the 15 slowest tests are listed last (the suite should stay under 15 minutes on 2 cores).
 test: $(STAMP)
-	$(THREADS) $(PY) -m pytest -n auto --dist loadfile --cov --cov-report=term
+	$(THREADS) $(PY) -m pytest -n auto --dist loadfile --cov --cov-report=term --durations=15
 
 # The inner loop: everything but the tests marked slow (nbgrader end to end, the class
 # simulation, notebook re-runs, builds in a temporary copy).
