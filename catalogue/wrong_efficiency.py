@@ -37,7 +37,7 @@ def _tiled(q, k, v, block_size, causal, rescale_acc=True, rescale_l=True, scale=
     for i in range(0, T_q, block_size):
         qi = q[..., i:i + block_size, :]
         m = torch.full(qi.shape[:-1], -math.inf, dtype=q.dtype)
-        l = torch.zeros(qi.shape[:-1], dtype=q.dtype)
+        row_sum = torch.zeros(qi.shape[:-1], dtype=q.dtype)
         acc = torch.zeros(qi.shape[:-1] + v.shape[-1:], dtype=q.dtype)
         for j in range(0, T_k, block_size):
             if causal and j > i + qi.shape[-2] - 1:
@@ -52,10 +52,10 @@ def _tiled(q, k, v, block_size, causal, rescale_acc=True, rescale_l=True, scale=
             m_new = torch.maximum(m, s.max(-1).values)
             p = torch.exp(s - m_new[..., None])
             alpha = torch.exp(m - m_new)
-            l = (l * alpha if rescale_l else l) + p.sum(-1)
+            row_sum = (row_sum * alpha if rescale_l else row_sum) + p.sum(-1)
             acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[..., j:j + block_size, :]
             m = m_new
-        out[..., i:i + block_size, :] = acc / l[..., None]
+        out[..., i:i + block_size, :] = acc / row_sum[..., None]
     return out
 
 
@@ -64,7 +64,7 @@ def tiled_attention_no_rescale(q, k, v, block_size=64, causal=False):
 
 
 def tiled_attention_acc_not_rescaled(q, k, v, block_size=64, causal=False):
-    return _tiled(q, k, v, block_size, causal, rescale_acc=False)  # bug: l is rescaled, acc is not
+    return _tiled(q, k, v, block_size, causal, rescale_acc=False)  # bug: the row sum is rescaled, acc is not
 
 
 def tiled_attention_unscaled(q, k, v, block_size=64, causal=False):

@@ -43,17 +43,17 @@ def tiled_attention(q, k, v, block_size=64, causal=False):
     ``q (..., T_q, d)``, ``k (..., T_k, d)``, ``v (..., T_k, d_v)`` -> ``(..., T_q, d_v)``, equal to
     ``softmax(q k^T / sqrt(d)) v`` (chapter 01's ``scaled_dot_product_attention``). For each block of
     at most ``block_size`` queries, the keys and values are visited in blocks of ``block_size``: the
-    block's scores ``(..., b_q, b_k)``, a running row maximum ``m``, a running sum ``l`` and an output
+    block's scores ``(..., b_q, b_k)``, a running row maximum ``m``, a running sum ``row_sum`` and an output
     accumulator ``acc``, both rescaled by ``exp(m_old - m_new)`` whenever the maximum grows; the
-    accumulator is divided by ``l`` once, at the end. The largest temporary is ``b_q x b_k``.
+    accumulator is divided by ``row_sum`` once, at the end. The largest temporary is ``b_q x b_k``.
 
     ``causal=True`` (needs ``T_q == T_k``): query ``i`` sees keys ``j <= i``; key blocks entirely above
     the diagonal are skipped, and the diagonal block is masked inside. ``ValueError`` (bilingual)
     for ``block_size < 1`` or a causal call with ``T_q != T_k``.
 
     中文：分块计算注意力的前向（FlashAttention 的做法），从不生成 ``T_q x T_k`` 的矩阵：每块查询依次
-    走过每块键/值，维护每行的运行最大值 ``m``、运行和 ``l`` 与输出累加器 ``acc``；最大值变大时
-    ``l`` 和 ``acc`` 都乘以 ``exp(m_old - m_new)``，最后才除以 ``l``。``causal=True`` 时跳过
+    走过每块键/值，维护每行的运行最大值 ``m``、运行和 ``row_sum`` 与输出累加器 ``acc``；最大值变大时
+    ``row_sum`` 和 ``acc`` 都乘以 ``exp(m_old - m_new)``，最后才除以 ``row_sum``。``causal=True`` 时跳过
     对角线以上的整块，对角线上的块在块内遮挡。
     """
     if block_size < 1:
@@ -68,7 +68,7 @@ def tiled_attention(q, k, v, block_size=64, causal=False):
         q_blk = q[..., i0:i0 + block_size, :]                                    # (..., b_q, d)
         b_q = q_blk.shape[-2]
         m = q.new_full(q_blk.shape[:-1], float("-inf"))                          # (..., b_q) running max
-        l = q.new_zeros(q_blk.shape[:-1])                                        # (..., b_q) running sum
+        row_sum = q.new_zeros(q_blk.shape[:-1])                                  # (..., b_q) running sum
         acc = q.new_zeros(q_blk.shape[:-1] + v.shape[-1:])                       # (..., b_q, d_v)
         k_end = min(T_k, i0 + b_q) if causal else T_k                            # later key blocks are all masked
         for j0 in range(0, k_end, block_size):
@@ -81,10 +81,10 @@ def tiled_attention(q, k, v, block_size=64, causal=False):
             m_new = torch.maximum(m, scores.amax(dim=-1))                        # (..., b_q)
             p = torch.exp(scores - m_new[..., None])                             # (..., b_q, b_k)
             rescale = torch.exp(m - m_new)                                       # (..., b_q)
-            l = l * rescale + p.sum(dim=-1)
+            row_sum = row_sum * rescale + p.sum(dim=-1)
             acc = acc * rescale[..., None] + p @ v_blk                           # (..., b_q, b_k) @ (..., b_k, d_v)
             m = m_new
-        out[..., i0:i0 + b_q, :] = acc / l[..., None]
+        out[..., i0:i0 + b_q, :] = acc / row_sum[..., None]
     return out
     ### END SOLUTION
 

@@ -35,8 +35,8 @@ MISTAKES = define_mistakes({
         "causal=True 被忽略了：每个 query 只能看位置不超过它自己的 key",
         "causal=True is ignored: each query may attend only to keys at positions up to its own"),
     "router_softmax_after_topk": (
-        "先取 top-k 再 softmax（或总是把 k 个权重除以它们的和）：normalize=False 时契约先在全部专家上 softmax、再取前 k 个，"
-        "权重就是这 k 个概率本身（Switch、DeepSeek-V2）；只有 normalize=True 时两种顺序才相等（Mixtral）",
+        "先取 top-k 再 softmax（或总是把 k 个权重除以它们的和）：normalize=False 时契约先在全部专家上 softmax、"
+        "再取前 k 个，权重就是这 k 个概率本身（Switch、DeepSeek-V2）；只有 normalize=True 时两种顺序才相等（Mixtral）",
         "top-k first, then the softmax (or the k weights always divided by their sum): with normalize=False the "
         "contract takes the softmax over all experts, then the top k, and the weights are those k probabilities "
         "(Switch, DeepSeek-V2); only with normalize=True do the two orders agree (Mixtral)"),
@@ -139,7 +139,7 @@ def _tiled(q, k, v, block, causal, scale=True, rescale="both", diagonal=True):
         qb = q[..., i0:i0 + block, :]
         b = qb.shape[-2]
         m = torch.full(qb.shape[:-1], -math.inf, dtype=q.dtype)
-        l, acc = torch.zeros(qb.shape[:-1], dtype=q.dtype), torch.zeros(qb.shape[:-1] + v.shape[-1:], dtype=q.dtype)
+        row_sum, acc = torch.zeros(qb.shape[:-1], dtype=q.dtype), torch.zeros(qb.shape[:-1] + v.shape[-1:], dtype=q.dtype)
         for j0 in range(0, min(T_k, i0 + b) if causal else T_k, block):
             kb, vb = k[..., j0:j0 + block, :], v[..., j0:j0 + block, :]
             s = qb @ kb.transpose(-2, -1) / (math.sqrt(d) if scale else 1.0)
@@ -149,10 +149,10 @@ def _tiled(q, k, v, block, causal, scale=True, rescale="both", diagonal=True):
             m_new = torch.maximum(m, s.amax(-1))
             p = torch.exp(s - m_new[..., None])
             factor = torch.exp(m - m_new)
-            l = l * (factor if rescale in ("both", "l") else 1.0) + p.sum(-1)
+            row_sum = row_sum * (factor if rescale in ("both", "l") else 1.0) + p.sum(-1)
             acc = acc * (factor[..., None] if rescale == "both" else 1.0) + p @ vb
             m = m_new
-        out[..., i0:i0 + b, :] = acc / l[..., None]
+        out[..., i0:i0 + b, :] = acc / row_sum[..., None]
     return {"out": out}
 
 
