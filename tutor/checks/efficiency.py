@@ -139,7 +139,8 @@ def _tiled(q, k, v, block, causal, scale=True, rescale="both", diagonal=True):
         qb = q[..., i0:i0 + block, :]
         b = qb.shape[-2]
         m = torch.full(qb.shape[:-1], -math.inf, dtype=q.dtype)
-        row_sum, acc = torch.zeros(qb.shape[:-1], dtype=q.dtype), torch.zeros(qb.shape[:-1] + v.shape[-1:], dtype=q.dtype)
+        row_sum = torch.zeros(qb.shape[:-1], dtype=q.dtype)
+        acc = torch.zeros(qb.shape[:-1] + v.shape[-1:], dtype=q.dtype)
         for j0 in range(0, min(T_k, i0 + b) if causal else T_k, block):
             kb, vb = k[..., j0:j0 + block, :], v[..., j0:j0 + block, :]
             s = qb @ kb.transpose(-2, -1) / (math.sqrt(d) if scale else 1.0)
