@@ -133,7 +133,8 @@ assert online_softmax(_x).shape == (2, 3, 7) and torch.allclose(online_softmax(_
 #
 # 1. $S = Q_b K_c^\top / \sqrt{d}$，形状 $(b_q, b_k)$——这是整个算法里最大的临时矩阵；
 # 2. $m_{\text{new}} = \max(m, \operatorname{rowmax} S)$，$P = e^{S - m_{\text{new}}}$；
-# 3. $\ell \leftarrow \ell \cdot e^{m - m_{\text{new}}} + \operatorname{rowsum} P$，$\text{acc} \leftarrow \text{acc} \cdot e^{m - m_{\text{new}}} + P V_c$，$m \leftarrow m_{\text{new}}$。
+# 3. $\ell \leftarrow \ell \cdot e^{m - m_{\text{new}}} + \operatorname{rowsum} P$，
+#    $\text{acc} \leftarrow \text{acc} \cdot e^{m - m_{\text{new}}} + P V_c$，$m \leftarrow m_{\text{new}}$。
 #
 # 全部块读完后，这一块查询的输出是 $\text{acc} / \ell$：**只在最后除一次**。这正是 FlashAttention（Dao 等，2022；第 2 版把查询块放在外层循环）的前向；
 # 真正的 FlashAttention 还把这些块放进 GPU 的片上内存（SRAM），并在反向时重算而不存 $P$。这里用 PyTorch 写出同样的数学，不求快，求**不存 $T \times T$**。
@@ -162,7 +163,8 @@ assert tiled_attention(_q, _k2, _v2, block_size=4).shape == (2, 3, 10, 5), "输�
 
 # %% [markdown]
 # **实测内存**：与第 09 章同样的量法（`peak_memory_increase`：一次调用让进程驻留内存的峰值多出多少），
-# 一个头数 4、$d = 64$ 的因果注意力，T 从 512 翻倍到 4096；朴素的是第 01 章的 `scaled_dot_product_attention`，分块的是你的 `tiled_attention`（`block_size=256`）。
+# 一个头数 4、$d = 64$ 的因果注意力，T 从 512 翻倍到 4096；朴素的是第 01 章的 `scaled_dot_product_attention`，
+# 分块的是你的 `tiled_attention`（`block_size=256`）。
 
 # %%
 mem_T = [128, 256] if GRADING else [512, 1024, 2048, 4096]  # grading: only that it runs
@@ -248,7 +250,8 @@ _w = torch.softmax(_logits, -1).gather(-1, _idx)
 _w = _w / _w.sum(-1, keepdim=True)
 _dense = torch.stack([_moe.experts[e](_tokens) for e in range(4)], 1)  # (6, 4, 8): every expert on every token
 _expected = (torch.zeros(6, 4).scatter(1, _idx, _w)[..., None] * _dense).sum(1)
-assert torch.allclose(_out.reshape(6, 8), _expected, atol=1e-5), "应等于只保留被选中专家的稠密计算 / must equal the dense computation keeping the routed experts"
+assert torch.allclose(_out.reshape(6, 8), _expected, atol=1e-5), \
+    "应等于只保留被选中专家的稠密计算 / must equal the dense computation keeping the routed experts"
 
 # %% [markdown]
 # **负载均衡损失**。只靠语言模型的损失训练时，路由器很容易“塌缩”：几个专家拿走几乎所有 token，其余的闲着（也学不到东西）。
@@ -258,7 +261,8 @@ assert torch.allclose(_out.reshape(6, 8), _expected, atol=1e-5), "应等于只�
 # \mathcal{L}_{\text{aux}} = N \sum_{i=1}^{N} f_i \, P_i ,
 # $$
 #
-# 其中 $f_i$ 是**实际被分给**专家 $i$ 的 token 比例（从 `expert_index` **计数**得来，不可导），$P_i$ 是路由器 softmax（沿专家维）给专家 $i$ 的概率对全部 token 的平均（可导，梯度从这里回到路由器）。
+# 其中 $f_i$ 是**实际被分给**专家 $i$ 的 token 比例（从 `expert_index` **计数**得来，不可导），
+# $P_i$ 是路由器 softmax（沿专家维）给专家 $i$ 的概率对全部 token 的平均（可导，梯度从这里回到路由器）。
 # 两者都均匀时损失最小。$f$ 的归一化有两种写法：本章按 Hugging Face 的 `load_balancing_loss_func`，一个 token 对它的 k 个专家各计一次、
 # 除以 token 数 $T$，所以 $\sum_i f_i = k$，完全均衡时损失为 $k$；Megatron-LM 再除以 $k$（$\sum_i f_i = 1$，均衡时为 1）。两种都算对。
 # 常见错误：softmax 沿了 token 维；$f$ 也用概率（损失成了 $N \sum P_i^2$，“计数”的那一半信号没了）；忘了乘 $N$。
@@ -294,13 +298,15 @@ except NotImplementedError:
     print(FINISH_FIRST)
 
 # %% [markdown]
-# 近乎均匀的路由器，损失约为 $k = 2$；塌缩的路由器（专家 0、1 拿走全部 token：$f_0 = f_1 = 1$，平均概率 $P_0 \approx P_1 \approx 0.47$）约为 $8 \times (0.47 + 0.47) \approx 7.6$，大了近 4 倍。
+# 近乎均匀的路由器，损失约为 $k = 2$；
+# 塌缩的路由器（专家 0、1 拿走全部 token：$f_0 = f_1 = 1$，平均概率 $P_0 \approx P_1 \approx 0.47$）约为 $8 \times (0.47 + 0.47) \approx 7.6$，大了近 4 倍。
 # （DeepSeek-V3 改用不加损失的做法：给每个专家的得分加一个只用于选专家的偏置，按负载调整它。）
 
 # %% [markdown]
 # ## 5. 对称 INT8 逐通道量化
 #
-# 一个 float32 权重占 4 字节，int8 只占 1 字节。**对称量化**（absmax）把一组数按 $\text{scale} = \max |w| / 127$ 映射到整数 $q = \operatorname{round}(w / \text{scale}) \in [-127, 127]$，
+# 一个 float32 权重占 4 字节，int8 只占 1 字节。**对称量化**（absmax）把一组数按 $\text{scale} = \max |w| / 127$ 映射到整数
+# $q = \operatorname{round}(w / \text{scale}) \in [-127, 127]$，
 # 反量化 $\hat w = q \cdot \text{scale}$，误差至多半个 scale。用 127 而不是 128：对称的 $[-127, 127]$ 让 0 正好是 0、正负对称；
 # 除以 128 会让最大的数变成 128，超出 int8 的正半边。
 #
