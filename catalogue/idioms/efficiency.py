@@ -35,7 +35,8 @@ def tiled_attention(q, k, v, block_size=64, causal=False):
         m = torch.full(q_blk.shape[:-1], -torch.inf, dtype=q.dtype)
         denom = torch.zeros_like(m)
         acc = torch.zeros(*q_blk.shape[:-1], v.shape[-1], dtype=q.dtype)
-        for kj, (k_blk, v_blk) in enumerate(zip(torch.split(k, block_size, dim=-2), torch.split(v, block_size, dim=-2))):
+        k_blocks, v_blocks = torch.split(k, block_size, dim=-2), torch.split(v, block_size, dim=-2)
+        for kj, (k_blk, v_blk) in enumerate(zip(k_blocks, v_blocks)):
             key_start = kj * block_size
             if causal and key_start > start + q_blk.shape[-2] - 1:
                 break                                                     # every later block is in the future
