@@ -239,19 +239,20 @@ assert torch.allclose(_router(_x)[0].sum(-1), torch.ones(5), atol=1e-6), "normal
 # %% exercise="MoELayer"
 
 # %% grade_id="moe_layer_matches_dense" points=3 check="MoELayer:MoELayer"
-# Visible tests: equal to running every expert on every token and keeping only the routed ones.
-torch.manual_seed(4)
-_moe = MoELayer(8, 12, 4, top_k=2)
-_x = torch.randn(2, 3, 8)
-_out, _logits, _idx = _moe(_x)
-assert _out.shape == (2, 3, 8) and _logits.shape == (6, 4) and _idx.shape == (6, 2), "形状 / shapes"
-_tokens = _x.reshape(6, 8)
-_w = torch.softmax(_logits, -1).gather(-1, _idx)
-_w = _w / _w.sum(-1, keepdim=True)
-_dense = torch.stack([_moe.experts[e](_tokens) for e in range(4)], 1)  # (6, 4, 8): every expert on every token
-_expected = (torch.zeros(6, 4).scatter(1, _idx, _w)[..., None] * _dense).sum(1)
-assert torch.allclose(_out.reshape(6, 8), _expected, atol=1e-5), \
-    "应等于只保留被选中专家的稠密计算 / must equal the dense computation keeping the routed experts"
+# Visible tests: equal to running every expert on every token and keeping only the routed ones, both normalize settings.
+for _normalize in (True, False):
+    torch.manual_seed(4)
+    _moe = MoELayer(8, 12, 4, top_k=2, normalize=_normalize)
+    _x = torch.randn(2, 3, 8)
+    _out, _logits, _idx = _moe(_x)
+    assert _out.shape == (2, 3, 8) and _logits.shape == (6, 4) and _idx.shape == (6, 2), "形状 / shapes"
+    _tokens = _x.reshape(6, 8)
+    _w = torch.softmax(_logits, -1).gather(-1, _idx)
+    _w = _w / _w.sum(-1, keepdim=True) if _normalize else _w
+    _dense = torch.stack([_moe.experts[e](_tokens) for e in range(4)], 1)  # (6, 4, 8): every expert on every token
+    _expected = (torch.zeros(6, 4).scatter(1, _idx, _w)[..., None] * _dense).sum(1)
+    assert torch.allclose(_out.reshape(6, 8), _expected, atol=1e-5), \
+        f"normalize={_normalize}：应等于只保留被选中专家的稠密计算 / must equal the dense computation keeping the routed experts"
 
 # %% [markdown]
 # **负载均衡损失**。只靠语言模型的损失训练时，路由器很容易“塌缩”：几个专家拿走几乎所有 token，其余的闲着（也学不到东西）。
