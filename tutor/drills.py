@@ -97,6 +97,11 @@ DRILLS = [
     Drill("cross_entropy", "交叉熵（ignore_index、标签平滑）/ cross-entropy (ignore_index, label smoothing)", 10),
     Drill("attention_flops_and_memory", "注意力的 FLOPs 与显存 / attention FLOPs and memory", 8),
     Drill("kv_cache_bytes", "KV 缓存大小 / KV-cache size", 3),
+    Drill("online_softmax", "在线 softmax / online softmax", 8),
+    Drill("tiled_attention", "分块注意力（FlashAttention 前向）/ tiled attention (FlashAttention's forward)", 15),
+    Drill("TopKRouter", "MoE 的 top-k 路由器 / MoE top-k router", 8),
+    Drill("load_balancing_loss", "MoE 负载均衡损失 / MoE load-balancing loss", 5),
+    Drill("quantize_int8", "INT8 逐通道对称量化 / symmetric INT8 per-channel quantization", 5),
 ]
 BY_NAME = {d.name: d for d in DRILLS}
 
