@@ -3,6 +3,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .reference import load
 
@@ -177,6 +178,13 @@ def aux_loss_counts(router_logits, expert_index, num_experts):
     return _aux(router_logits, expert_index, num_experts, divide=False)  # bug
 
 
+def aux_loss_probs_after_topk(router_logits, expert_index, num_experts):
+    top, _ = router_logits.topk(expert_index.shape[-1], dim=-1)
+    probs = torch.softmax(top, dim=-1).mean(-1)  # bug: softmax over the k chosen, averaged over the slots
+    routed = F.one_hot(expert_index, num_experts).float().mean(-2)  # (T, N)
+    return num_experts ** 2 * (routed * probs[:, None]).mean()
+
+
 # ---------------------------------------------------------------- quantize_int8
 
 def quantize_int8_per_tensor(w):
@@ -219,6 +227,7 @@ CASES = [
     ("load_balancing_loss", aux_loss_f_from_probabilities, "aux_f_from_probs"),
     ("load_balancing_loss", aux_loss_without_n, "aux_no_num_experts"),
     ("load_balancing_loss", aux_loss_counts, "aux_counts_not_fraction"),
+    ("load_balancing_loss", aux_loss_probs_after_topk, "aux_probs_after_topk"),
     ("quantize_int8", quantize_int8_per_tensor, "int8_per_tensor_scale"),
     ("quantize_int8", quantize_int8_per_column, "int8_scale_per_input_channel"),
     ("quantize_int8", quantize_int8_by_128, "int8_divides_by_128"),

@@ -224,8 +224,8 @@ assert _w.shape == (5, 2) and _i.shape == (5, 2) and _logits.shape == (5, 4), "�
 _probs = torch.softmax(_logits, -1)
 assert torch.equal(_i, _probs.topk(2, -1).indices), "选概率最大的 k 个专家 / choose the k most probable experts"
 assert torch.allclose(_w, _probs.gather(-1, _i), atol=1e-6), "normalize=False：权重是全体 softmax 的概率 / the weights are the full softmax's probabilities"
-_router.normalize = True
-assert torch.allclose(_router(_x)[0].sum(-1), torch.ones(5), atol=1e-6), "normalize=True：k 个权重加起来为 1 / the k weights add up to 1"
+_normalized = TopKRouter(6, 4, top_k=2, normalize=True)
+assert torch.allclose(_normalized(_x)[0].sum(-1), torch.ones(5), atol=1e-6), "normalize=True：k 个权重加起来为 1 / the k weights add up to 1"
 
 # %% [markdown]
 # **分派**（dispatch）：把 token 摊平成 $(N_{\text{tok}}, d)$，对每个专家 $e$ 找出路由到它的 token（`torch.where(indices == e)` 同时给出

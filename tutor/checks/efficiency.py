@@ -3,6 +3,7 @@ the MoE router and layer, the load-balancing loss, INT8 per-channel quantization
 import math
 
 import torch
+import torch.nn.functional as F
 
 from ..engine.diagnosis import combine
 from ..engine.messages import define_mistakes
@@ -73,6 +74,14 @@ MISTAKES = define_mistakes({
     "aux_counts_not_fraction": (
         "f_i 是计数而不是比例：要除以 token 数 T",
         "f_i is a count, not a fraction: divide by the number of tokens T"),
+    "aux_probs_after_topk": (
+        "P 取自只在 top-k 个 logits 上的 softmax，又沿 k 个位置（而不是沿 token）平均"
+        "（transformers 4.36 的 Mixtral 损失）：每个 token 的 k 个概率加起来总是 1，损失恒等于 N / k，"
+        "对路由器没有梯度；P_i 是全部专家上的 softmax 对 token 求平均",
+        "P is taken from a softmax over the top-k logits only and averaged over the k slots, not over the tokens "
+        "(transformers 4.36's Mixtral loss): each token's k probabilities always add up to 1, so the loss is the "
+        "constant N / k and gives the router no gradient; P_i is the softmax over all experts averaged over the "
+        "tokens"),
     "int8_per_tensor_scale": (
         "整个张量只用了一个 scale：契约是逐输出通道（每行一个，amax 沿 dim=1，keepdim），"
         "否则数值小的行只剩几个量化等级",
@@ -266,9 +275,18 @@ AUX_BUGS = [Bug("aux_softmax_wrong_axis", dict(softmax_dim=0)), Bug("aux_f_from_
             Bug("aux_no_num_experts", dict(factor=False)), Bug("aux_counts_not_fraction", dict(fraction=False))]
 
 
+def _aux_after_topk(logits, index, n):
+    """transformers 4.36: P from a softmax over the top-k logits, averaged over the k slots; the routing mask
+    averaged over the slots of each token, not over the tokens (a constant N / k)."""
+    per_slot = F.one_hot(index, n).to(logits.dtype).mean(-2)                                     # (T, N), rows sum to 1
+    per_token = torch.softmax(logits.gather(-1, index), dim=-1).mean(-1)                         # (T,): always 1 / k
+    return {"loss": n * n * (per_slot * per_token[:, None]).mean()}
+
+
 def aux_variants(ref, case):
-    return combine(AUX_BUGS, lambda **switches: _aux(case["router_logits"].detach(), case["expert_index"],
-                                                     case["num_experts"], **switches))
+    logits, index, n = case["router_logits"].detach(), case["expert_index"], case["num_experts"]
+    return [wrong("aux_probs_after_topk", lambda: _aux_after_topk(logits, index, n)),
+            *combine(AUX_BUGS, lambda **switches: _aux(logits, index, n, **switches))]
 
 
 def _aux_call(f, case, leaves):
@@ -354,7 +372,8 @@ ModuleCheck("MoELayer", cases=_moe_cases, outputs=("out", "logits", "indices"), 
 
 FunctionCheck("load_balancing_loss", cases=_aux_cases, outputs=("loss",), grads=("router_logits",),
               variants=aux_variants, call=_aux_call,
-              mistakes=("aux_softmax_wrong_axis", "aux_f_from_probs", "aux_no_num_experts", "aux_counts_not_fraction"))
+              mistakes=("aux_softmax_wrong_axis", "aux_f_from_probs", "aux_no_num_experts", "aux_counts_not_fraction",
+                        "aux_probs_after_topk"))
 
 FunctionCheck("quantize_int8", cases=_quantize_cases, outputs=("q", "scale"), variants=quantize_variants,
               call=_quantize_call,
