@@ -208,6 +208,36 @@ def quantize_int8_truncated(w):
     return (w / scale).to(torch.int8), scale  # bug: truncation, no rounding
 
 
+class MLAValuesFromKeys(nn.Module):
+    def __init__(self, d_model, num_heads, d_latent):
+        super().__init__()
+        self.h = num_heads
+        self.W_q, self.W_o = nn.Linear(d_model, d_model, bias=False), nn.Linear(d_model, d_model, bias=False)
+        self.W_dkv = nn.Linear(d_model, d_latent, bias=False)
+        self.W_uk, self.W_uv = nn.Linear(d_latent, d_model, bias=False), nn.Linear(d_latent, d_model, bias=False)
+
+    def keys_values(self, c):
+        return self.W_uk(c), self.W_uk(c)  # bug: the values use the keys' up-projection
+
+    def forward(self, x, mask=None, cache=None):
+        B, T, D = x.shape
+        c = self.W_dkv(x) if cache is None else torch.cat([cache, self.W_dkv(x)], 1)
+        k, v = self.keys_values(c)
+        split = lambda t: t.view(B, t.shape[1], self.h, D // self.h).transpose(1, 2)  # noqa: E731
+        out, _ = R["scaled_dot_product_attention"](split(self.W_q(x)), split(k), split(v), mask)
+        return self.W_o(out.transpose(1, 2).reshape(B, T, D)), c
+
+
+class MLACachesKeysAndValues(MLAValuesFromKeys):
+    def keys_values(self, c):
+        return self.W_uk(c), self.W_uv(c)
+
+    def forward(self, x, mask=None, cache=None):
+        c = self.W_dkv(x)
+        out, _ = super().forward(x, mask, None if cache is None else cache)
+        return out, (self.W_uk(c), self.W_uv(c))  # bug: the up-projected K and V cached, not the latent
+
+
 CASES = [
     ("online_softmax", online_softmax_no_rescale, "online_no_rescale"),
     ("online_softmax", online_softmax_old_max, "online_max_updated_after_sum"),
@@ -232,4 +262,6 @@ CASES = [
     ("quantize_int8", quantize_int8_per_column, "int8_scale_per_input_channel"),
     ("quantize_int8", quantize_int8_by_128, "int8_divides_by_128"),
     ("quantize_int8", quantize_int8_truncated, "int8_no_round"),
+    ("MultiHeadLatentAttention", MLAValuesFromKeys, "mla_values_from_key_projection"),
+    ("MultiHeadLatentAttention", MLACachesKeysAndValues, "mla_caches_keys_and_values"),
 ]

@@ -243,6 +243,10 @@ COMPONENTS = (
        "w"),
     _c("dequantize_int8", "13", "efficiency", "graded", "q * scale, in the scale's dtype", "q, scale",
        tested_by="int8_round_trip"),
+    _c("MultiHeadLatentAttention", "13", "efficiency", "bonus",
+       "DeepSeek-V2's KV compression: the cache holds one latent `W_dkv(x)` a token, keys and values are "
+       "`W_uk`/`W_uv` of it -> (out (B, T, d_model), cache (B, T_past + T, d_latent))",
+       "d_model, num_heads, d_latent", methods={"forward": "x, mask=None, cache=None"}),
 )
 
 BY_NAME = {c.name: c for c in COMPONENTS}

@@ -16,7 +16,7 @@
 # 大模型岗位的面试在“手写多头注意力”之后，最常让人当场写的是几件**省内存、省算力**的东西：
 # FlashAttention 背后的**在线 softmax**和**分块注意力**，混合专家（MoE）的**路由与负载均衡损失**，
 # 以及 **INT8 量化**。本章把它们各写一遍，每个都与朴素版本逐元素对照，并实测分块注意力省下的内存。
-# 最后读一读 DeepSeek 的 **MLA**（多头潜在注意力），用第 09 章的 `kv_cache_bytes` 算它省下的 KV 缓存。
+# 最后是选做的 DeepSeek **MLA**（多头潜在注意力）：写出它压缩 KV 缓存的做法，用第 09 章的 `kv_cache_bytes` 算它省下的字节。
 #
 # **本章共 19 分**，6 个评分单元格：
 #
@@ -34,7 +34,7 @@
 # 3. 分块注意力：FlashAttention 的前向（练习 2），实测内存；
 # 4. 混合专家：路由器（练习 3）、MoE 层（练习 4）、负载均衡损失（练习 5）；
 # 5. 对称 INT8 逐通道量化（练习 6）；
-# 6. 阅读：MLA 压缩 KV 缓存；
+# 6. 选做：MLA 压缩 KV 缓存（练习 7，不计分）；
 # 7. 面试要点。
 #
 # 全章在 CPU 上一两分钟就能跑完。
@@ -362,7 +362,7 @@ except NotImplementedError:
 # 少数激活特别大的维度单独用 fp16 计算，否则一个离群值就把整行的 scale 撑大。
 
 # %% [markdown]
-# ## 6. 阅读：MLA 压缩 KV 缓存
+# ## 6. 选做：MLA 压缩 KV 缓存
 #
 # 第 09 章算过：长上下文推理时，内存的大头是 KV 缓存，$2 \times N_{\text{layers}} \times G \times d_k$ 个数每 token。
 # GQA 减少 K/V 头数 $G$；DeepSeek-V2 的**多头潜在注意力**（multi-head latent attention, MLA）换一条路：
@@ -370,6 +370,16 @@ except NotImplementedError:
 # 用时再由 $W^{UK}, W^{UV}$ 升回每个头的 K 和 V（推理时 $W^{UK}$ 可以并进查询投影，不必真的升维）。
 # RoPE 与这种压缩不兼容，所以另外缓存一个所有头共用的、带 RoPE 的小 key（维度 $d_h^R$）。每 token 每层缓存 $d_c + d_h^R$ 个数。
 #
+# 选做练习 7（不计分，检查单元格只报告结果）：写 `MultiHeadLatentAttention(d_model, num_heads, d_latent)`，不含解耦的 RoPE key。
+# 属性 `W_q`（`d_model → d_model`）、`W_dkv`（`d_model → d_latent`）、`W_uk`、`W_uv`（`d_latent → d_model`）、`W_o`，都没有偏置；
+# `forward(x, mask=None, cache=None)` 返回 `(out, cache)`：`cache` 是到目前为止全部 token 的潜向量 `(B, T_past + T, d_latent)`，
+# K、V 每次由它升维得到，再像第 02 章那样分头、做第 01 章的注意力、合并、过 `W_o`。
+
+# %% exercise="MultiHeadLatentAttention"
+
+# %% check="MultiHeadLatentAttention:MultiHeadLatentAttention"
+
+# %% [markdown]
 # 用第 09 章的 `kv_cache_bytes` 对照 DeepSeek-V2 公开的配置（60 层、128 个头、每头 128 维、$d_c = 512$、$d_h^R = 64$；bf16，每值 2 字节）：
 
 # %%
@@ -379,6 +389,12 @@ _gqa8 = kv_cache_bytes(_layers, 8, _head_dim)                              # the
 _mla = _layers * (_d_c + _d_rope) * 2                                      # one latent + one shared RoPE key, no factor 2 for K/V
 for _name, _b in (("MHA, 128 KV heads", _mha), ("GQA, 8 KV heads", _gqa8), ("MLA, d_c=512 + 64", _mla)):
     print(f"{_name:18s}: {_b / 2**10:7.1f} KiB per token, {_b * 32768 / 2**30:6.2f} GiB for 32k tokens, MHA / this = {_mha / _b:5.1f}")
+try:
+    _, _latents = MultiHeadLatentAttention(64, 4, 8)(torch.randn(1, 10, 64))      # your MLA on 10 tokens
+    print(f"your MLA's cache for 10 tokens: {tuple(_latents.shape)}, {_latents.numel()} numbers; "
+          f"K and V of 4 heads would be {2 * 10 * 64}")
+except NotImplementedError:
+    print("（选做练习 7 未完成 / bonus exercise 7 not done）")
 
 # %% [markdown]
 # MLA 的缓存比 MHA 小约 57 倍，比 8 组的 GQA 还小约 3.6 倍；DeepSeek-V2 的论文报告它的效果不差于 MHA。代价是多了两次低秩投影。

@@ -34,6 +34,7 @@ from .decoding import (
 )
 from .efficiency import (
     MoELayer,
+    MultiHeadLatentAttention,
     TopKRouter,
     dequantize_int8,
     load_balancing_loss,

@@ -1,5 +1,6 @@
 """Chapter 13: efficiency by hand. Online softmax, tiled attention (FlashAttention's forward), a
-mixture-of-experts layer with its load-balancing loss, and symmetric INT8 per-channel quantization.
+mixture-of-experts layer with its load-balancing loss, symmetric INT8 per-channel quantization, and (bonus)
+multi-head latent attention's compressed KV cache.
 
 Reuses chapter 08's ``SwiGLU`` as the experts. Each piece equals its plain version: ``online_softmax``
 equals ``torch.softmax``, ``tiled_attention`` equals chapter 01's ``scaled_dot_product_attention``
@@ -10,6 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
+from .attention import scaled_dot_product_attention
 from .llm import SwiGLU
 
 
@@ -211,3 +213,48 @@ def dequantize_int8(q, scale):
     ### BEGIN SOLUTION
     return q.to(scale.dtype) * scale                                             # (out, in) * (out, 1)
     ### END SOLUTION
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2), its KV compression: the cache holds one latent vector a token.
+
+    ``MultiHeadLatentAttention(d_model, num_heads, d_latent)`` with attributes ``W_q`` (``nn.Linear(d_model,
+    d_model, bias=False)``), ``W_dkv`` (``nn.Linear(d_model, d_latent, bias=False)``, the down-projection),
+    ``W_uk`` and ``W_uv`` (``nn.Linear(d_latent, d_model, bias=False)``, the up-projections of keys and values)
+    and ``W_o`` (``nn.Linear(d_model, d_model, bias=False)``); ``d_k = d_model // num_heads``. Without
+    DeepSeek's decoupled RoPE key (chapter 13 reads about it).
+
+    ``forward(x (B, T, d_model), mask=None, cache=None) -> (out (B, T, d_model), cache (B, T_past + T,
+    d_latent))``: ``c = W_dkv(x)`` appended to ``cache`` (the latents of earlier tokens, or None), keys
+    ``W_uk(c)`` and values ``W_uv(c)`` of every cached token split into heads, chapter 01's attention with
+    ``mask`` (bool, True = may attend, broadcastable to ``(B, H, T, T_past + T)``), heads merged, ``W_o``.
+
+    中文：多头潜在注意力（DeepSeek-V2）的 KV 压缩：每个 token 只缓存一个 ``d_latent`` 维的潜向量
+    ``c = W_dkv(x)``；用时由 ``W_uk``、``W_uv`` 升回每个头的 K 和 V。不含解耦的 RoPE key。
+    """
+
+    def __init__(self, d_model, num_heads, d_latent):
+        super().__init__()
+        self.num_heads, self.d_k = num_heads, d_model // num_heads
+        ### BEGIN SOLUTION
+        self.W_q = nn.Linear(d_model, d_model, bias=False)
+        self.W_dkv = nn.Linear(d_model, d_latent, bias=False)
+        self.W_uk = nn.Linear(d_latent, d_model, bias=False)
+        self.W_uv = nn.Linear(d_latent, d_model, bias=False)
+        self.W_o = nn.Linear(d_model, d_model, bias=False)
+        ### END SOLUTION
+
+    def forward(self, x, mask=None, cache=None):
+        ### BEGIN SOLUTION
+        B, T, d_model = x.shape
+        latent = self.W_dkv(x)                                                   # (B, T, d_latent)
+        if cache is not None:
+            latent = torch.cat([cache, latent], dim=1)                           # (B, T_past + T, d_latent)
+        T_k = latent.shape[1]
+        q = self.W_q(x).view(B, T, self.num_heads, self.d_k).transpose(1, 2)     # (B, H, T, d_k)
+        k = self.W_uk(latent).view(B, T_k, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_k, d_k)
+        v = self.W_uv(latent).view(B, T_k, self.num_heads, self.d_k).transpose(1, 2)   # (B, H, T_k, d_k)
+        out, _ = scaled_dot_product_attention(q, k, v, mask)                     # (B, H, T, d_k)
+        out = out.transpose(1, 2).reshape(B, T, d_model)                         # (B, T, H, d_k) -> (B, T, d_model)
+        return self.W_o(out), latent
+        ### END SOLUTION

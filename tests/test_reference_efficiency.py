@@ -1,7 +1,8 @@
 """Chapter 13's references (``solutions/efficiency.py``) equal PyTorch or a brute-force version:
 ``torch.softmax``, ``F.scaled_dot_product_attention`` and chapter 01's attention, a dense mixture of
 experts that runs every expert on every token, the Switch/Mixtral loss written from its definition
-with one-hot counts, and an element-by-element INT8 quantization."""
+with one-hot counts, an element-by-element INT8 quantization, and MLA as multi-head attention whose key and
+value projections are the products of its low-rank factors."""
 import math
 
 import pytest
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 from solutions import (
     MoELayer,
+    MultiHeadLatentAttention,
     TopKRouter,
     dequantize_int8,
     load_balancing_loss,
@@ -163,3 +165,29 @@ def test_quantize_int8_element_by_element():
     assert q.abs().amax(1)[:4].tolist() == [127] * 4
     err = (dequantize_int8(q, scale) - w).abs()
     assert bool((err <= scale / 2 + 1e-6).all())
+
+
+def test_mla_is_attention_with_low_rank_key_and_value_projections():
+    torch.manual_seed(6)
+    mla = MultiHeadLatentAttention(16, 4, 6).double()
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    out, cache = mla(x, causal)
+    assert cache.shape == (2, 5, 6)
+    split = lambda t: t.view(2, 5, 4, 4).transpose(1, 2)                    # noqa: E731 - (B, T, d) -> (B, H, T, d_k)
+    q = split(x @ mla.W_q.weight.T)
+    k = split(x @ (mla.W_uk.weight @ mla.W_dkv.weight).T)                    # W_k = W_uk W_dkv, rank <= d_latent
+    v = split(x @ (mla.W_uv.weight @ mla.W_dkv.weight).T)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 5, 16)
+    torch.testing.assert_close(out, expected @ mla.W_o.weight.T)
+
+
+def test_mla_cached_decoding_equals_the_whole_sequence():
+    torch.manual_seed(7)
+    mla = MultiHeadLatentAttention(12, 3, 4).double()
+    x = torch.randn(1, 6, 12, dtype=torch.float64)
+    full, _ = mla(x, torch.tril(torch.ones(6, 6, dtype=torch.bool)))
+    first, cache = mla(x[:, :4], torch.tril(torch.ones(4, 4, dtype=torch.bool)))
+    rest, cache = mla(x[:, 4:], torch.ones(2, 6, dtype=torch.bool).tril(4), cache)
+    torch.testing.assert_close(torch.cat([first, rest], 1), full)
+    assert cache.shape == (1, 6, 4)  # one latent a token: 4 numbers instead of 2 x 12 for K and V

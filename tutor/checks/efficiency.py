@@ -82,6 +82,15 @@ MISTAKES = define_mistakes({
         "(transformers 4.36's Mixtral loss): each token's k probabilities always add up to 1, so the loss is the "
         "constant N / k and gives the router no gradient; P_i is the softmax over all experts averaged over the "
         "tokens"),
+    "mla_caches_keys_and_values": (
+        "缓存的是升维之后的 K 和 V，而不是潜向量：MLA 省内存就在于缓存只存 c = W_dkv(x)（每 token d_latent 个数），"
+        "K、V 用时再由 W_uk、W_uv 算出",
+        "the cache holds the up-projected K and V instead of the latent: MLA saves memory by caching only "
+        "c = W_dkv(x) (d_latent numbers a token) and computing K and V from it with W_uk and W_uv when needed"),
+    "mla_values_from_key_projection": (
+        "V 也是用 W_uk 从潜向量升上来的：键和值各有自己的上投影，V = W_uv(c)",
+        "V is up-projected from the latent with W_uk too: keys and values have their own up-projections, "
+        "V = W_uv(c)"),
     "int8_per_tensor_scale": (
         "整个张量只用了一个 scale：契约是逐输出通道（每行一个，amax 沿 dim=1，keepdim），"
         "否则数值小的行只剩几个量化等级",
@@ -350,6 +359,46 @@ def _quantize_cases():
             Case("w (5, 3)，最大绝对值为负 / the absmax is negative", {"w": -randn(g, 5, 3).abs() - 0.1}, {})]
 
 
+# ---------------------------------------------------------------- MultiHeadLatentAttention (bonus)
+
+def _mla_forward(m, case, x):
+    out, cache = m(x["x"], case.get("mask"), case.get("cache"))
+    if not isinstance(cache, torch.Tensor) or cache.dim() != 3:
+        raise Failure("MultiHeadLatentAttention.forward 应返回 (out, cache)，cache 是潜向量 / "
+                      "must return (out, cache), cache the latents (B, T_past + T, d_latent)",
+                      "mla_caches_keys_and_values" if isinstance(cache, (tuple, list)) else None)
+    return out, cache
+
+
+def mla_variants(ref, case):
+    x, mask, past = case["x"], case.get("mask"), case.get("cache")
+    B, T, d_model = x.shape
+    H = ref.num_heads
+
+    def run(value_proj="W_uv"):
+        with torch.no_grad():
+            latent = x @ ref.W_dkv.weight.T                                       # (B, T, d_latent)
+            latent = latent if past is None else torch.cat([past, latent], 1)
+            heads = lambda t: t.view(B, t.shape[1], H, d_model // H).transpose(1, 2)   # noqa: E731 (B, H, T, d_k)
+            q, k = heads(x @ ref.W_q.weight.T), heads(latent @ ref.W_uk.weight.T)
+            v = heads(latent @ getattr(ref, value_proj).weight.T)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(d_model // H)             # (B, H, T, T_k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, -math.inf)
+            out = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, d_model)
+            return {"out": out @ ref.W_o.weight.T}
+    return [wrong("mla_values_from_key_projection", lambda: run("W_uk"))]
+
+
+def _mla_cases():
+    g = torch.Generator().manual_seed(136)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    return [Case("B=2 T=5 d_model=16 H=4 d_latent=6, 因果 / causal", {"x": randn(g, 2, 5, 16), "mask": causal},
+                 {"cfg": (16, 4, 6)}),
+            Case("缓存 / cache: T_past=3, T=2, d_model=12 H=3 d_latent=4", {"x": randn(g, 1, 2, 12)},
+                 {"cfg": (12, 3, 4), "cache": randn(g, 1, 3, 4)})]
+
+
 FunctionCheck("online_softmax", cases=_online_cases, outputs=("y",), variants=online_softmax_variants,
               call=lambda f, case, _: f(case["x"].clone()),
               mistakes=("online_no_rescale", "online_max_updated_after_sum"))
@@ -379,3 +428,7 @@ FunctionCheck("quantize_int8", cases=_quantize_cases, outputs=("q", "scale"), va
               call=_quantize_call,
               mistakes=("int8_per_tensor_scale", "int8_scale_per_input_channel", "int8_divides_by_128",
                         "int8_no_round"))
+
+ModuleCheck("MultiHeadLatentAttention", cases=_mla_cases, outputs=("out", "cache"), grads=("x",),
+            make_args=lambda case: (case["cfg"], {}), forward=_mla_forward, variants=mla_variants,
+            mistakes=("mla_caches_keys_and_values", "mla_values_from_key_projection"))
