@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .realworld_round3 import main
 from .reference import load
 
 R = load()
@@ -310,26 +311,5 @@ CASES = [(check, obj, NAMED.get(obj, decided), None) for check, obj, decided, *_
 RIGHT = [(check, obj) for check, obj, decided, *_ in HELD_OUT if not decided]
 
 
-def run(entries=HELD_OUT):
-    """Run every entry through its check; return rows (check, name, source, decided, passed, ids, right)."""
-    from tutor.checks import run_check
-    rows = []
-    for check, obj, decided, source, _ in entries:
-        try:
-            result = run_check(check, obj)
-            passed, ids = result.passed, set(result.diagnoses or ())
-        except Exception as error:  # a check that crashes is a wrong verdict, recorded as such
-            passed, ids = False, {f"CRASH {type(error).__name__}"}
-        right = passed if not decided else (not passed and ids == decided)
-        rows.append((check, obj.__name__, source, decided, passed, ids, right))
-    return rows
-
-
 if __name__ == "__main__":
-    rows = run()
-    for check, name, _source, decided, passed, ids, right in rows:
-        got = "pass" if passed else "fail " + (", ".join(sorted(ids)) or "(nothing named)")
-        want = "pass" if not decided else "fail " + ", ".join(sorted(decided))
-        print(f"{'✓' if right else '✗'} {check:20s} {name:36s} decided: {want:45s} got: {got}")
-    print(f"held-out rate: {sum(r[-1] for r in rows)}/{len(rows)}; verdicts right: "
-          f"{sum(r[4] == (not r[3]) for r in rows)}/{len(rows)}")
+    main(HELD_OUT)

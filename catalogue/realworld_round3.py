@@ -796,11 +796,16 @@ def run(entries=HELD_OUT):
     return rows
 
 
-if __name__ == "__main__":
-    rows = run()
+def main(entries=HELD_OUT):
+    """Print each entry's decided and named outcome, then the held-out rate."""
+    rows = run(entries)
     for check, name, _source, decided, passed, ids, right in rows:
         got = "pass" if passed else "fail " + (", ".join(sorted(ids)) or "(nothing named)")
         want = "pass" if not decided else "fail " + ", ".join(sorted(decided))
         print(f"{'✓' if right else '✗'} {check:20s} {name:36s} decided: {want:55s} got: {got}")
     print(f"held-out rate: {sum(r[-1] for r in rows)}/{len(rows)}; verdicts right: "
           f"{sum(r[4] == (not r[3]) for r in rows)}/{len(rows)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -12,11 +12,10 @@ class MLAAbsorbedEinsum(nn.Module):
     def __init__(self, d_model, num_heads, d_latent):
         super().__init__()
         self.num_heads, self.d_k = num_heads, d_model // num_heads
-        self.W_q = nn.Linear(d_model, d_model, bias=False)
-        self.W_dkv = nn.Linear(d_model, d_latent, bias=False)
-        self.W_uk = nn.Linear(d_latent, d_model, bias=False)
-        self.W_uv = nn.Linear(d_latent, d_model, bias=False)
-        self.W_o = nn.Linear(d_model, d_model, bias=False)
+        shapes = {"W_q": (d_model, d_model), "W_dkv": (d_model, d_latent), "W_uk": (d_latent, d_model),
+                  "W_uv": (d_latent, d_model), "W_o": (d_model, d_model)}
+        for name, (fan_in, fan_out) in shapes.items():
+            setattr(self, name, nn.Linear(fan_in, fan_out, bias=False))
 
     def forward(self, x, mask=None, cache=None):
         B, T, _ = x.shape
