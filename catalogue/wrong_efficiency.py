@@ -80,6 +80,16 @@ def tiled_attention_causal_ignored(q, k, v, block_size=64, causal=False):
     return _tiled(q, k, v, block_size, False)  # bug: causal never used
 
 
+def tiled_attention_whole_scores(q, k, v, block_size=64, causal=False):
+    """Right numbers, no tiling: the whole score matrix, then the rows of the output in blocks."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # bug: (..., T_q, T_k) at once
+    if causal:
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), -math.inf)
+    weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+    weights = weights / weights.sum(-1, keepdim=True)
+    return torch.cat([w @ v for w in weights.split(block_size, dim=-2)], dim=-2)
+
+
 # ---------------------------------------------------------------- TopKRouter, MoELayer
 
 class TopKRouterSoftmaxAfterTopK(nn.Module):
@@ -246,6 +256,7 @@ CASES = [
     ("tiled_attention", tiled_attention_unscaled, "no_scale"),
     ("tiled_attention", tiled_attention_diagonal_unmasked, "tiled_causal_diagonal_unmasked"),
     ("tiled_attention", tiled_attention_causal_ignored, "tiled_causal_ignored"),
+    ("tiled_attention", tiled_attention_whole_scores, "tiled_materialises_scores"),
     ("TopKRouter", TopKRouterSoftmaxAfterTopK, "router_softmax_after_topk"),
     ("TopKRouter", TopKRouterNotRenormalised, "router_not_renormalised"),
     ("TopKRouter", TopKRouterSoftmaxOverTokens, "router_softmax_wrong_axis"),

@@ -122,6 +122,8 @@ VISIBLE_WEAKER = {
     "sample_next_token": "rows sum to 1 and greedy at temperature 0; the draw and ties show in the check",
     "sampling_probs": "rows sum to 1 and filtered tokens 0; the filter order shows in the check",
     "softmax_backward": "the last axis only; other axes show in the check",
+    "tiled_attention": "the values against chapter 01's attention; whether a T_q x T_k matrix is built shows in the "
+                       "check, which watches every operation",
 }
 
 

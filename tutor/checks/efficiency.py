@@ -4,6 +4,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..engine.diagnosis import combine
 from ..engine.messages import define_mistakes
@@ -35,6 +36,12 @@ MISTAKES = define_mistakes({
     "tiled_causal_ignored": (
         "causal=True 被忽略了：每个 query 只能看位置不超过它自己的 key",
         "causal=True is ignored: each query may attend only to keys at positions up to its own"),
+    "tiled_materialises_scores": (
+        "算出了整张 T_q x T_k 的分数（或权重）矩阵：分块注意力的意义就在于每次只有一块 (b_q, b_k) 的分数，"
+        "整行的 softmax 由运行最大值、运行和与累加器逐块合并",
+        "the whole T_q x T_k score (or weight) matrix was computed: the point of tiled attention is that only one "
+        "(b_q, b_k) block of scores exists at a time, the row's softmax merged block by block with the running max, "
+        "running sum and accumulator"),
     "router_softmax_after_topk": (
         "先取 top-k 再 softmax（或总是把 k 个权重除以它们的和）：normalize=False 时契约先在全部专家上 softmax、"
         "再取前 k 个，权重就是这 k 个概率本身（Switch、DeepSeek-V2）；只有 normalize=True 时两种顺序才相等（Mixtral）",
@@ -173,6 +180,34 @@ def _tiled(q, k, v, block, causal, scale=True, rescale="both", diagonal=True):
             m = m_new
         out[..., i0:i0 + b, :] = acc / row_sum[..., None]
     return {"out": out}
+
+
+class _ScoresWatch(TorchDispatchMode):
+    """Whether any operation returns a tensor whose last two axes cover all ``T_q`` queries and ``T_k`` keys."""
+
+    def __init__(self, T_q, T_k):
+        super().__init__()
+        self.T_q, self.T_k, self.seen = T_q, T_k, False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor) and t.dim() >= 2 and t.shape[-2] >= self.T_q and t.shape[-1] >= self.T_k:
+                self.seen = True
+        return out
+
+
+def _tiled_call(f, case, _):
+    """The learner's output, watched: with blocks smaller than the sequences, no tensor may be T_q x T_k
+    (the cases keep d below T_k, so that q, k and v themselves never look like scores)."""
+    q, k, v, block = case["q"], case["k"], case["v"], case["block_size"]
+    T_q, T_k = q.shape[-2], k.shape[-2]
+    with _ScoresWatch(T_q, T_k) as watch:
+        out = f(q.clone(), k.clone(), v.clone(), block_size=block, causal=case["causal"])
+    if block < min(T_q, T_k) and watch.seen:
+        raise Failure(f"tiled_attention 生成了 {T_q} x {T_k} 的矩阵，block_size={block} / built a {T_q} x {T_k} "
+                      f"matrix with block_size={block}", "tiled_materialises_scores")
+    return out
 
 
 TILED_BUGS = [Bug("no_scale", dict(scale=False)), Bug("tiled_no_rescale", dict(rescale="none")),
@@ -404,10 +439,9 @@ FunctionCheck("online_softmax", cases=_online_cases, outputs=("y",), variants=on
               mistakes=("online_no_rescale", "online_max_updated_after_sum"))
 
 FunctionCheck("tiled_attention", cases=_tiled_cases, outputs=("out",), variants=tiled_variants,
-              call=lambda f, case, _: f(case["q"].clone(), case["k"].clone(), case["v"].clone(),
-                                        block_size=case["block_size"], causal=case["causal"]),
+              call=_tiled_call,
               mistakes=("tiled_no_rescale", "tiled_acc_not_rescaled", "tiled_causal_diagonal_unmasked",
-                        "tiled_causal_ignored", "no_scale"))
+                        "tiled_causal_ignored", "no_scale", "tiled_materialises_scores"))
 
 ModuleCheck("TopKRouter", cases=_router_cases, outputs=("weights", "indices", "logits"), grads=("x",),
             make_args=lambda case: (case["cfg"][:3], {"normalize": case["cfg"][3]}),
