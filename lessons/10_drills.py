@@ -17,7 +17,7 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # # 10 手撕练习库（drill bank）
 #
 # 面试里的“手撕 Transformer”是：给一张白纸，15 分钟写出注意力、多头注意力、LayerNorm、掩码……
-# 本章把前面各章的组件变成 36 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
+# 本章把前面各章的组件变成 41 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
 # 没有提示、没有伪代码。写完后，检查（check）用和各章评分完全相同的引擎判定，并**说出错误的名字**
 # （例如“忘了除以 √d_k”“拆头时没有 transpose”），而不是只说 “value mismatch”。
 #
@@ -36,9 +36,9 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。各章检查的结果也记在这个文件里：
 # 在任意一章运行 `import tutor; tutor.progress()`，看每章哪些评分单元格通过了、检查指出过哪些错误。
 #
-# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 36 分**，每道题 1 分，隐藏测试与各章相同。
+# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 41 分**，每道题 1 分，隐藏测试与各章相同。
 #
-# *English:* 36 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
+# *English:* 41 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)
 # and the time. The 📖 cell shows the reference and the classic mistakes only after a pass or
 # `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3 drills
@@ -1051,6 +1051,132 @@ finish('mlp_backward', _)
 
 # %% tags=["selfstudy"]
 reveal('mlp_backward')
+
+# %% [markdown]
+# ## 练习 37 · 在线 softmax / online softmax
+#
+# 目标 / target: 8 min. 检查 / check: `online_softmax`.
+
+# %% tags=["selfstudy"]
+start('online_softmax')
+
+# %% exercise="online_softmax" drill=true
+def online_softmax(x):
+    """Softmax over the last axis of ``x (..., n)`` in one pass over the elements (chapter 13): a running max and
+    a running sum per row; no ``torch.softmax``, ``F.softmax`` or ``torch.logsumexp``. Equals ``torch.softmax(x, -1)``.
+
+    中文：沿最后一维的一遍 softmax（第 13 章）：每行维护运行最大值与运行和。
+    """
+
+# %% grade_id="drill_online_softmax" points=1 check="online_softmax:online_softmax" tags=["nbgrader"]
+
+# %% check="online_softmax:online_softmax" tags=["selfstudy"]
+finish('online_softmax', _)
+
+# %% tags=["selfstudy"]
+reveal('online_softmax')
+
+# %% [markdown]
+# ## 练习 38 · 分块注意力（FlashAttention 前向）/ tiled attention (FlashAttention's forward)
+#
+# 目标 / target: 15 min. 检查 / check: `tiled_attention`.
+
+# %% tags=["selfstudy"]
+start('tiled_attention')
+
+# %% exercise="tiled_attention" drill=true
+def tiled_attention(q, k, v, block_size=64, causal=False):
+    """``softmax(q k^T / sqrt(d)) v`` for ``q (..., T_q, d)``, ``k (..., T_k, d)``, ``v (..., T_k, d_v)`` ->
+    ``(..., T_q, d_v)``, computed in blocks of at most ``block_size`` queries and keys, never holding a
+    ``T_q x T_k`` matrix (chapter 13). ``causal=True`` (``T_q == T_k``): query i sees keys j <= i. ``ValueError``
+    for ``block_size < 1`` or a causal call with ``T_q != T_k``.
+
+    中文：分块计算的注意力（第 13 章），从不生成 ``T_q x T_k`` 的矩阵；``causal=True`` 时查询 i 只看 j <= i 的键。
+    """
+
+# %% grade_id="drill_tiled_attention" points=1 check="tiled_attention:tiled_attention" tags=["nbgrader"]
+
+# %% check="tiled_attention:tiled_attention" tags=["selfstudy"]
+finish('tiled_attention', _)
+
+# %% tags=["selfstudy"]
+reveal('tiled_attention')
+
+# %% [markdown]
+# ## 练习 39 · MoE 的 top-k 路由器 / MoE top-k router
+#
+# 目标 / target: 8 min. 检查 / check: `TopKRouter`.
+
+# %% tags=["selfstudy"]
+start('TopKRouter')
+
+# %% exercise="TopKRouter" drill=true
+class TopKRouter(nn.Module):
+    """``TopKRouter(d_model, num_experts, top_k=2, normalize=True)``, attribute ``gate`` (``nn.Linear(d_model,
+    num_experts, bias=False)``); ``forward(x (N, d_model)) -> (weights (N, k), indices (N, k), logits (N, E))``:
+    a softmax over all experts, then the top k (largest first); ``normalize``: the k weights divided by their sum
+    (chapter 13).
+
+    中文：MoE 路由器（第 13 章）：先在全部专家上 softmax，再取前 k 个；``normalize`` 时把 k 个权重归一化。
+    """
+
+# %% grade_id="drill_TopKRouter" points=1 check="TopKRouter:TopKRouter" tags=["nbgrader"]
+
+# %% check="TopKRouter:TopKRouter" tags=["selfstudy"]
+finish('TopKRouter', _)
+
+# %% tags=["selfstudy"]
+reveal('TopKRouter')
+
+# %% [markdown]
+# ## 练习 40 · MoE 负载均衡损失 / MoE load-balancing loss
+#
+# 目标 / target: 5 min. 检查 / check: `load_balancing_loss`.
+
+# %% tags=["selfstudy"]
+start('load_balancing_loss')
+
+# %% exercise="load_balancing_loss" drill=true
+def load_balancing_loss(router_logits, expert_index, num_experts):
+    """The Switch/Mixtral auxiliary loss ``N * sum_i f_i * P_i`` (chapter 13) for ``router_logits (T, N)`` and
+    ``expert_index (T, k)``: ``f_i`` the fraction of tokens sent to expert i (counted), ``P_i`` the mean router
+    probability of expert i. A scalar tensor.
+
+    中文：负载均衡辅助损失（第 13 章）：f 来自计数，P 来自路由 softmax 概率的平均。
+    """
+
+# %% grade_id="drill_load_balancing_loss" points=1 check="load_balancing_loss:load_balancing_loss" tags=["nbgrader"]
+
+# %% check="load_balancing_loss:load_balancing_loss" tags=["selfstudy"]
+finish('load_balancing_loss', _)
+
+# %% tags=["selfstudy"]
+reveal('load_balancing_loss')
+
+# %% [markdown]
+# ## 练习 41 · INT8 逐通道对称量化 / symmetric INT8 per-channel quantization
+#
+# 目标 / target: 5 min. 检查 / check: `quantize_int8`.
+
+# %% tags=["selfstudy"]
+start('quantize_int8')
+
+# %% exercise="quantize_int8" drill=true
+def quantize_int8(w):
+    """Symmetric INT8 quantization of ``w (out, in)`` with one scale per output channel (chapter 13): returns
+    ``(q torch.int8 (out, in), scale (out, 1))`` with ``scale = absmax / 127`` per row (1 for a row of zeros) and
+    ``q = round(w / scale)`` clamped to ``[-127, 127]``.
+
+    中文：对称 INT8 逐输出通道量化（第 13 章）：每行 ``scale = 最大绝对值 / 127``，``q`` 四舍五入并截断到 [-127, 127]。
+    """
+
+# %% grade_id="drill_quantize_int8" points=1 check="quantize_int8:quantize_int8" tags=["nbgrader"]
+
+# %% check="quantize_int8:quantize_int8" tags=["selfstudy"]
+finish('quantize_int8', _)
+
+# %% tags=["selfstudy"]
+reveal('quantize_int8')
 
 # %% [markdown]
 # ## 进度与模拟面试 / Progress and mock interview

@@ -39,6 +39,16 @@ from .decoding import (
     top_p_filter,
     transformer_step_fn,
 )
+from .efficiency import (
+    MoELayer,
+    MultiHeadLatentAttention,
+    TopKRouter,
+    dequantize_int8,
+    load_balancing_loss,
+    online_softmax,
+    quantize_int8,
+    tiled_attention,
+)
 from .ffn_norm import FeedForward, LayerNorm, PreLNResidual, ResidualLayerNorm, RMSNorm
 from .gpt_data import (
     CharTokenizer,

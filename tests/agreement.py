@@ -15,6 +15,7 @@ import torch
 
 import contract
 from pipeline_helpers import exercise_cells, graded_chapters, namespace_before, run_cell
+from tutor.drills import LESSON as DRILL_LESSON
 
 COMPONENTS = {c.name for c in contract.COMPONENTS}
 
@@ -52,9 +53,11 @@ def _visible(source):
 
 @functools.cache
 def visible_cells():
-    """check name -> (chapter, exercise, object name, [visible sources of its graded cells])."""
+    """check name -> (chapter, exercise, object name, [visible sources of its graded cells]): the chapter that
+    teaches it, whose cells have visible tests; the drill bank only for a check no other chapter grades (its
+    drills, blank cells checked alone, may drill a later chapter's exercise, as chapter 13's)."""
     found = {}
-    for chapter in graded_chapters():
+    for chapter in sorted(graded_chapters(), key=lambda name: name == DRILL_LESSON):
         cells, exercises = exercise_cells(chapter)
         for exercise, (start, end) in exercises.items():
             for kind, source in cells[start + 1:end + 1]:
@@ -122,19 +125,22 @@ VISIBLE_WEAKER = {
     "sample_next_token": "rows sum to 1 and greedy at temperature 0; the draw and ties show in the check",
     "sampling_probs": "rows sum to 1 and filtered tokens 0; the filter order shows in the check",
     "softmax_backward": "the last axis only; other axes show in the check",
+    "tiled_attention": "the values against chapter 01's attention; whether a T_q x T_k matrix is built shows in the "
+                       "check, which watches every operation",
 }
 
 
 def entries():
     """Every catalogue entry whose check has a graded cell: (label, check, object)."""
     import catalogue
-    from catalogue import realworld, realworld_backward, realworld_llm, realworld_round3
+    from catalogue import realworld, realworld_backward, realworld_efficiency, realworld_llm, realworld_round3
 
     found = [("wrong", c, o) for c, o, _ in catalogue.cases("wrong")]
     found += [("right", c, o) for c, o in catalogue.cases("right")]
     found += [("realworld", c, o) for c, o, *_ in realworld.CASES + realworld_llm.CASES]
     found += [("realworld", c, o) for c, o in realworld_llm.RIGHT]
-    found += [("held out", c, o) for c, o, *_ in realworld_round3.HELD_OUT + realworld_backward.HELD_OUT]
+    found += [("held out", c, o) for c, o, *_ in
+              realworld_round3.HELD_OUT + realworld_backward.HELD_OUT + realworld_efficiency.HELD_OUT]
     return [(f"{kind}-{c}-{getattr(o, '__name__', o)}", c, o) for kind, c, o in found if c in visible_cells()]
 
 

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import catalogue
-from catalogue import realworld, realworld_backward, realworld_llm, realworld_round3
+from catalogue import realworld, realworld_backward, realworld_efficiency, realworld_llm, realworld_round3
 from catalogue.reference import load
 from pipeline_helpers import OVERFLOWS_ON_PURPOSE
 from tools.paths import ANSWER_KEYS, ROOT
@@ -36,8 +36,10 @@ from tutor.engine.report import case_numbers
 from tutor.grading import grade, report
 
 WRONG = catalogue.cases("wrong")
-RIGHT = catalogue.cases("right") + realworld_llm.RIGHT + realworld_round3.RIGHT + realworld_backward.RIGHT
-REALWORLD = realworld.CASES + realworld_llm.CASES + realworld_round3.CASES + realworld_backward.CASES
+RIGHT = (catalogue.cases("right") + realworld_llm.RIGHT + realworld_round3.RIGHT + realworld_backward.RIGHT
+         + realworld_efficiency.RIGHT)
+REALWORLD = (realworld.CASES + realworld_llm.CASES + realworld_round3.CASES + realworld_backward.CASES
+             + realworld_efficiency.CASES)
 REFERENCE = load()
 pytestmark = OVERFLOWS_ON_PURPOSE
 

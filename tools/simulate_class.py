@@ -177,6 +177,9 @@ MUTATIONS = {
     # test of Sennrich's first merges); the round trip, which learns merges too, still decodes what it encodes
     "11_tokenizers": Mutation("learn_bpe", "bpe_pairs_not_weighted", [
         ("pairs[pair] = pairs.get(pair, 0) + freq", "pairs[pair] = pairs.get(pair, 0) + 1")]),
+    # the online softmax's running sum not rescaled when the max grows (the rising row of the visible tests)
+    "13_efficiency": Mutation("online_softmax", "online_no_rescale", [
+        ("s = s * torch.exp(m - m_new) + torch.exp(x_j - m_new)", "s = s + torch.exp(x_j - m_new)")], visible=True),
 }
 
 

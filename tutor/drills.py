@@ -100,6 +100,11 @@ DRILLS = [
     Drill("batch_norm_forward", "BatchNorm 前向（训练模式）/ BatchNorm forward (training mode)", 5),
     Drill("batch_norm_backward", "BatchNorm 反向传播 / BatchNorm backward", 15),
     Drill("mlp_backward", "MLP 反向传播 / MLP backward", 10),
+    Drill("online_softmax", "在线 softmax / online softmax", 8),
+    Drill("tiled_attention", "分块注意力（FlashAttention 前向）/ tiled attention (FlashAttention's forward)", 15),
+    Drill("TopKRouter", "MoE 的 top-k 路由器 / MoE top-k router", 8),
+    Drill("load_balancing_loss", "MoE 负载均衡损失 / MoE load-balancing loss", 5),
+    Drill("quantize_int8", "INT8 逐通道对称量化 / symmetric INT8 per-channel quantization", 5),
 ]
 BY_NAME = {d.name: d for d in DRILLS}
 

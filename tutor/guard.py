@@ -80,6 +80,11 @@ CHECK_FORBIDDEN = {
     # clip_grad_norm_ runs inside a wrapper that torch.nn.utils' other clipping helpers share: refusing it refuses them
     "clip_grad_norm": {"torch.nn.utils.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
                        "torch.nn.utils.clip_grad_norm": "torch.nn.utils.clip_grad_norm"},
+    "online_softmax": {"torch.softmax": "torch.softmax", "torch.nn.functional.softmax": "F.softmax",
+                       "torch.Tensor.softmax": "Tensor.softmax", "torch.special.softmax": "torch.special.softmax",
+                       "torch.logsumexp": "torch.logsumexp", "torch.Tensor.logsumexp": "Tensor.logsumexp"},
+    "quantize_int8": {"torch.quantize_per_channel": "torch.quantize_per_channel",
+                      "torch.quantize_per_tensor": "torch.quantize_per_tensor"},
     "AdamW": {"torch.optim.AdamW": "torch.optim.AdamW", "torch.optim.Adam": "torch.optim.Adam",
               "torch.optim.adamw.adamw": "torch.optim.adamw.adamw", "torch.optim.adam.adam": "torch.optim.adam.adam"},
 }

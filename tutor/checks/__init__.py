@@ -16,6 +16,7 @@ from . import (
     backward,
     copy_task,
     decoding,
+    efficiency,
     ffn_norm,
     layers,
     llm,
@@ -28,7 +29,7 @@ from . import (
 )
 
 TOPICS = (attention, mha, positional, ffn_norm, masks, layers, transformer, copy_task, llm, training, decoding,
-          backward, tokenizers)
+          backward, tokenizers, efficiency)
 NOT_IMPLEMENTED = say("not_implemented")
 MORE = say("more")
 
