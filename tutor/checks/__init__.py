@@ -22,13 +22,14 @@ from . import (
     masks,
     mha,
     positional,
+    posttrain,
     tokenizers,
     training,
     transformer,
 )
 
 TOPICS = (attention, mha, positional, ffn_norm, masks, layers, transformer, copy_task, llm, training, decoding,
-          backward, tokenizers)
+          backward, tokenizers, posttrain)
 NOT_IMPLEMENTED = say("not_implemented")
 MORE = say("more")
 
