@@ -177,6 +177,10 @@ MUTATIONS = {
     # test of Sennrich's first merges); the round trip, which learns merges too, still decodes what it encodes
     "11_tokenizers": Mutation("learn_bpe", "bpe_pairs_not_weighted", [
         ("pairs[pair] = pairs.get(pair, 0) + freq", "pairs[pair] = pairs.get(pair, 0) + 1")]),
+    # advantages normalised over the whole batch instead of each group: grpo_loss's cell fails (its check, and its
+    # visible test of a group with equal rewards, which then gets gradients)
+    "12_posttrain": Mutation("grpo_loss", "advantages_whole_batch", [
+        ("groups = rewards.view(-1, group_size)", "groups = rewards.view(1, -1)")], visible=True),
 }
 
 
