@@ -101,3 +101,19 @@ def test_add_lora_counts_r_times_in_plus_out_and_keeps_the_outputs():
         assert torch.allclose(model(x), before, atol=1e-6)  # B = 0 at first
     trained = {name for name, p in model.named_parameters() if p.requires_grad}
     assert trained and all(name.endswith((".A", ".B")) for name in trained)
+
+
+def test_the_figures_draw_a_grpo_history_with_labels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tutor.plots import plot_form_rate, plot_reward_kl
+
+    model, tokenizer = toy()
+    history = grpo_train(model, tokenizer, "\n", steps=2, max_new_tokens=3, n_groups=2, group_size=4)
+    for fig in (plot_reward_kl(history), plot_form_rate(history)):
+        ax = fig.axes[0]
+        assert ax.get_title() and ax.get_xlabel() == "GRPO step" and ax.get_ylabel()
+    assert len(plot_form_rate(history).axes[0].get_lines()) == 1 + 4 + 1  # form, the four shapes, the target
+    with pytest.raises(ValueError, match="non-empty"):
+        plot_reward_kl(dict(reward=[], kl=[]))
