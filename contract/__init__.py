@@ -220,6 +220,25 @@ COMPONENTS = (
        "word, merges"),
     _c("bpe_decode", "11", "tokenizers", "graded", "tokens joined, `</w>` as the space between words",
        "tokens", tested_by="bpe_round_trip"),
+    # 12 post-training by hand: GRPO, DPO, LoRA
+    _c("completion_mask", "12", "posttrain", "graded",
+       "True on a row's continuation up to and including its first `end_id`; False on the prompt and the padding",
+       "ids, prompt_len, end_id"),
+    _c("completion_logprobs", "12", "posttrain", "graded",
+       "log p(ids[:, t+1] | ids[:, :t+1]) under `model(ids)` -> (B, T-1), 0 where `mask[:, 1:]` is False",
+       "model, ids, mask"),
+    _c("ppo_clip_loss", "12", "posttrain", "graded",
+       "the PPO clipped objective negated, per-sequence masked mean then batch mean",
+       "logprobs, old_logprobs, advantages, mask, clip_eps=0.2"),
+    _c("grpo_loss", "12", "posttrain", "graded",
+       "group-normalised advantages, the clipped ratio and beta times the k3 KL to the frozen reference",
+       "logprobs, old_logprobs, ref_logprobs, rewards, mask, group_size, clip_eps=0.2, beta=0.1"),
+    _c("dpo_loss", "12", "posttrain", "graded",
+       "mean of -logsigmoid(beta * ((pc - rc) - (pr - rr))) over summed sequence log-probs",
+       "policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1"),
+    _c("LoRALinear", "12", "posttrain", "graded",
+       "frozen `base` plus `scaling * (x @ A.T) @ B.T`, `B` zero at init, `scaling = alpha / r`; merge/unmerge",
+       "base, r=4, alpha=8", methods={"forward": "x", "merge": "", "unmerge": ""}),
 )
 
 BY_NAME = {c.name: c for c in COMPONENTS}
