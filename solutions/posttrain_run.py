@@ -74,8 +74,9 @@ def frozen_copy(model):
 
 
 def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, group_size=8, lr=2e-4, beta=0.1,
-               clip_eps=0.2, temperature=1.0, seed=0, reward=poem_reward, progress=False):
-    """GRPO on ``model`` (its parameters that require grad: all, or LoRA's adapters) with ``reward(poem) -> float``.
+               clip_eps=0.2, temperature=1.0, seed=0, reward=None, progress=False):
+    """GRPO on ``model`` (its parameters that require grad: all, or LoRA's adapters) with ``reward(poem) -> float``
+    (``poem_reward`` when None).
 
     Each step samples ``n_groups * group_size`` poems after ``prompt`` (groups of ``group_size`` consecutive
     rows share their advantage's mean and std), scores them, and takes one AdamW step (betas 0.9/0.95, no weight
@@ -84,6 +85,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
     updates per batch). Returns a dict of per-step lists ``reward`` (mean), ``kl`` (the k3 estimate, mean over
     the written tokens), ``form`` (% regular), ``shapes`` (% of each of ``SHAPES``), and ``steps``, ``seconds``.
     """
+    reward = reward or poem_reward
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     ref = frozen_copy(model)
