@@ -97,6 +97,10 @@ DRILLS = [
     Drill("cross_entropy", "交叉熵（ignore_index、标签平滑）/ cross-entropy (ignore_index, label smoothing)", 10),
     Drill("attention_flops_and_memory", "注意力的 FLOPs 与显存 / attention FLOPs and memory", 8),
     Drill("kv_cache_bytes", "KV 缓存大小 / KV-cache size", 3),
+    Drill("ppo_clip_loss", "PPO 裁剪目标 / PPO clipped objective", 8),
+    Drill("grpo_loss", "GRPO 损失 / GRPO loss", 12),
+    Drill("dpo_loss", "DPO 损失 / DPO loss", 5),
+    Drill("LoRALinear", "LoRA 线性层 / LoRA linear layer", 10),
 ]
 BY_NAME = {d.name: d for d in DRILLS}
 
