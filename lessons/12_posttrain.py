@@ -253,7 +253,8 @@ for _name, _k in (("k1", -_d), ("k2", _d ** 2 / 2), ("k3", _d.exp() - _d - 1)):
 # k1 和 k3 的均值都接近精确值（k2 稍有偏差），但 k1 在不少 token 上是负的、标准差也大得多；k3 每个 token 都非负。
 #
 # 合在一起，GRPO 每个 token 的损失是 $-(\text{surrogate} - \beta \cdot \text{k3})$，平均方式同 PPO。
-# 参考模型是冻结的：它的对数概率只是常数，梯度不能流进去（`detach`，或在 `torch.no_grad()` 下算）。
+# 参考模型是冻结的：它的对数概率只是常数，在 `torch.no_grad()` 下算（第 6 节的训练代码就是这样），梯度不会流进去；
+# 损失里再 `detach` 一次也无妨。
 #
 # 练习 4：写 `grpo_loss(logprobs, old_logprobs, ref_logprobs, rewards, mask, group_size, clip_eps=0.2, beta=0.1)`。
 # `rewards (B,)` 按组连续排列（前 `group_size` 行是第一组），`mask` 是 `(B, T-1)`（补全掩码的 `[:, 1:]`）。
@@ -262,16 +263,15 @@ for _name, _k in (("k1", -_d), ("k2", _d ** 2 / 2), ("k3", _d.exp() - _d - 1)):
 # %% exercise="grpo_loss"
 
 # %% grade_id="grpo_group_advantages_k3" points=3 check="grpo_loss:grpo_loss"
-# Visible tests: gradients follow the group-normalised advantage; the KL term alone is beta * k3; no gradient into ref.
+# Visible tests: gradients follow the group-normalised advantage; the KL term alone is beta * k3.
 _all = torch.ones(4, 3, dtype=torch.bool)
 _lp = torch.full((4, 3), -1.0, requires_grad=True)
 grpo_loss(_lp, _lp.detach(), _lp.detach(), torch.tensor([1.0, 0.0, 1.0, 1.0]), _all, 2).backward()
 assert (_lp.grad[0] < 0).all() and (_lp.grad[1] > 0).all(), f"第 0 组：奖励高的行概率升、低的降 / group 0: the better row goes up, the worse one down; grad {_lp.grad}"
 assert (_lp.grad[2:] == 0).all(), f"第 1 组奖励相同，优势为 0，不该有梯度（是在整批上标准化的吗？）/ group 1 has equal rewards: zero advantage, no gradient (normalised over the whole batch?); grad {_lp.grad[2:]}"
-_ref = torch.full((4, 3), math.log(0.25), requires_grad=True)
-_loss = grpo_loss(torch.full((4, 3), math.log(0.5)), torch.full((4, 3), math.log(0.5)), _ref, torch.ones(4), _all, 2, beta=0.1)
+_half = torch.full((4, 3), math.log(0.5))
+_loss = grpo_loss(_half, _half, torch.full((4, 3), math.log(0.25)), torch.ones(4), _all, 2, beta=0.1)
 assert torch.isclose(_loss, torch.tensor(0.1 * (0.5 + math.log(2) - 1)), atol=1e-6), f"只剩 KL 项：beta * (e^d - d - 1)，d = log(0.25 / 0.5) / only the KL term: beta * k3 = {0.1 * (0.5 + math.log(2) - 1):.6f}, got {_loss}"
-assert not _loss.requires_grad, "梯度不能流进参考模型的对数概率 / no gradient may flow into the reference's log-probabilities"
 
 # %% [markdown]
 # ## 4. DPO：从偏好对直接学

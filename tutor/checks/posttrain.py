@@ -1,9 +1,10 @@
 """Checks of chapter 12, post-training by hand (``solutions/posttrain.py``): the completion mask, the
 log-probabilities of a continuation, the PPO and GRPO losses, the DPO loss and the LoRA linear layer.
 
-Every case runs in float64. A loss's check also compares the gradients it sends into its inputs: a
-reference model that is not frozen shows as a gradient where the reference has none. The references are
-proven against brute-force loops and PyTorch in tests/test_reference_posttrain.py.
+Every case runs in float64. A loss's check also compares the gradients it sends into the policy's
+log-probabilities. The reference model's log-probabilities come in without gradients, as a training loop computes
+them (under no_grad): a loss may detach them or not, both are right. The references are proven against
+brute-force loops and PyTorch in tests/test_reference_posttrain.py.
 """
 import torch
 import torch.nn as nn
@@ -110,10 +111,6 @@ MISTAKES = define_mistakes({
         "反过来估计的是另一个方向",
         "k3 with the two log-probabilities swapped: exp(ref - logp) - (ref - logp) - 1 estimates KL(policy || "
         "ref), the swapped form the other direction"),
-    "reference_not_frozen": (
-        "参考模型没有冻结：梯度流进了参考模型的对数概率；参考模型只提供常数（detach 或在 no_grad 下计算）",
-        "the reference model is not frozen: gradients flow into its log-probabilities; the reference only gives "
-        "constants (detach them, or compute them under no_grad)"),
     # dpo_loss
     "dpo_beta_outside": (
         "beta 放在了 logsigmoid 外面：应为 -logsigmoid(beta * margin)，beta 调的是隐式奖励的尺度",
@@ -354,27 +351,26 @@ def _ppo_cases():
                  {**token, "advantages": randn(g, 4, 6)}, {"clip_eps": 0.1})]
 
 
-GRPO_LEAVES = ("logprobs", "ref_logprobs")
+GRPO_LEAVES = ("logprobs",)
 
 
 @torch.enable_grad()
 def grpo_run(case, scope="group", scale="std", unbiased=True, eps=1e-4, kl="k3",
-             kl_sign=1, detach_ref=True, **surrogate):
-    """GRPO with one switch per known mistake: the loss, its gradients in the policy's and the reference's
-    log-probabilities."""
+             kl_sign=1, **surrogate):
+    """GRPO with one switch per known mistake: the loss and its gradient in the policy's log-probabilities."""
     leaves = _leaves(case, GRPO_LEAVES)
-    logp, ref = leaves["logprobs"], leaves["ref_logprobs"]
+    logp, ref = leaves["logprobs"], case["ref_logprobs"]
     rewards, G = case["rewards"], case["group_size"]
     grouped = rewards.view(-1, G) if scope == "group" else rewards.view(1, -1)  # (n_groups, G) or (1, B)
     centred = grouped - grouped.mean(1, keepdim=True)
     adv = centred / (grouped.std(1, keepdim=True, unbiased=unbiased) + eps) if scale == "std" else centred
     adv = adv.reshape(-1)  # (n_groups, G) -> (B,)
-    d = (ref.detach() if detach_ref else ref) - logp  # (B, T-1): log(ref / policy)
+    d = ref - logp  # (B, T-1): log(ref / policy)
     kl_token = {"k3": torch.exp(d) - d - 1, "k1": -d, "k2": d ** 2 / 2, "k3_reversed": torch.exp(-d) + d - 1}[kl]
     policy = _surrogate_loss(logp, case["old_logprobs"], adv, case["mask"], case["clip_eps"], **surrogate)
     mean = surrogate.get("mean", "sequence")
     loss = policy + kl_sign * case["beta"] * _average(kl_token, case["mask"], mean)
-    return dict(zip(("loss", "grad logprobs", "grad ref_logprobs"), _loss_and_grads(loss, leaves)))
+    return dict(zip(("loss", "grad logprobs"), _loss_and_grads(loss, leaves)))
 
 
 GRPO_BUGS = [Bug("advantages_whole_batch", dict(scope="batch")),
@@ -384,7 +380,6 @@ GRPO_BUGS = [Bug("advantages_whole_batch", dict(scope="batch")),
              Bug("kl_sign_flipped", dict(kl_sign=-1)),
              Bug("kl_k1_estimator", dict(kl="k1")), Bug("kl_k2_estimator", dict(kl="k2")),
              Bug("kl_k3_reversed", dict(kl="k3_reversed")),
-             Bug("reference_not_frozen", dict(detach_ref=False)),
              *PPO_BUGS]
 
 
@@ -394,7 +389,7 @@ def grpo_loss_variants(ref, case):
 
 def _grpo_call(f, case, _):
     leaves = _leaves(case, GRPO_LEAVES)
-    loss = f(leaves["logprobs"], case["old_logprobs"].clone(), leaves["ref_logprobs"], case["rewards"].clone(),
+    loss = f(leaves["logprobs"], case["old_logprobs"].clone(), case["ref_logprobs"].clone(), case["rewards"].clone(),
              case["mask"].clone(), case["group_size"], case["clip_eps"], case["beta"])
     return _loss_and_grads(loss, leaves)
 
@@ -420,16 +415,16 @@ def _grpo_cases():
 
 # ---------------------------------------------------------------- dpo_loss
 
-DPO_LEAVES = ("policy_chosen", "policy_rejected", "ref_chosen", "ref_rejected")
+DPO_INPUTS = ("policy_chosen", "policy_rejected", "ref_chosen", "ref_rejected")
+DPO_LEAVES = DPO_INPUTS[:2]  # gradients flow into the policy's log-probabilities only
 
 
 def dpo_loss_variants(ref, case):
     @torch.enable_grad()
-    def run(beta="inside", reference=True, order="chosen", reduce="mean", detach_ref=True):
+    def run(beta="inside", reference=True, order="chosen", reduce="mean"):
         leaves = _leaves(case, DPO_LEAVES)
-        pc, pr, rc, rr = leaves.values()
-        if detach_ref:
-            rc, rr = rc.detach(), rr.detach()
+        pc, pr = leaves.values()
+        rc, rr = case["ref_chosen"], case["ref_rejected"]
         chosen, rejected = (pc - rc, pr - rr) if reference else (pc, pr)
         margin = chosen - rejected if order == "chosen" else rejected - chosen
         b = case["beta"]
@@ -441,20 +436,20 @@ def dpo_loss_variants(ref, case):
     return combine([Bug("dpo_beta_outside", dict(beta="outside")), Bug("dpo_no_beta", dict(beta="none")),
                     Bug("dpo_reference_dropped", dict(reference=False)),
                     Bug("dpo_chosen_rejected_swapped", dict(order="rejected")),
-                    Bug("dpo_sum_not_mean", dict(reduce="sum")),
-                    Bug("reference_not_frozen", dict(detach_ref=False))], run)
+                    Bug("dpo_sum_not_mean", dict(reduce="sum"))], run)
 
 
 def _dpo_call(f, case, _):
     leaves = _leaves(case, DPO_LEAVES)
-    return _loss_and_grads(f(*leaves.values(), case["beta"]), leaves)
+    return _loss_and_grads(f(*leaves.values(), case["ref_chosen"].clone(), case["ref_rejected"].clone(), case["beta"]),
+                           leaves)
 
 
 def _dpo_cases():
     g = torch.Generator().manual_seed(66)
 
     def pairs(B, spread):
-        return {n: -20 + spread * randn(g, B) for n in DPO_LEAVES}
+        return {n: -20 + spread * randn(g, B) for n in DPO_INPUTS}
 
     return [Case("4 对、beta=0.1 / 4 pairs, beta=0.1", pairs(4, 5.0), {"beta": 0.1}),
             Case("6 对、beta=0.5 / 6 pairs, beta=0.5", pairs(6, 2.0), {"beta": 0.5})]
@@ -530,7 +525,10 @@ def lora_variants(ref, case):
             wrong("lora_both_zero", lambda: full(**{"A or B nonzero at init": torch.tensor(False)})),
             wrong("lora_base_not_frozen", lambda: full(**{"base frozen": torch.tensor([False, False]),
                                                         "trainable parameters": torch.tensor(
-                                                            r * sum(W.shape) + W.numel() + b.numel())}))]
+                                                            r * sum(W.shape) + W.numel() + b.numel())})),
+            wrong("lora_base_not_frozen", lambda: full(**{"base frozen": torch.tensor([True, False]),  # bias trains
+                                                        "trainable parameters": torch.tensor(
+                                                            r * sum(W.shape) + b.numel())}))]
 
 
 def _lora_rule(case, expected, got):
@@ -572,17 +570,17 @@ FunctionCheck("ppo_clip_loss", cases=_ppo_cases, outputs=("loss", "grad logprobs
               mistakes=("clip_one_side", "clip_max_not_min", "ratio_inverted", "policy_loss_not_negated",
                         "loss_token_mean", "loss_mask_ignored"))
 
-FunctionCheck("grpo_loss", cases=_grpo_cases, outputs=("loss", "grad logprobs", "grad ref_logprobs"),
+FunctionCheck("grpo_loss", cases=_grpo_cases, outputs=("loss", "grad logprobs"),
               variants=grpo_loss_variants, call=_grpo_call,
               mistakes=("advantages_whole_batch", "advantages_not_scaled",
                         "advantages_biased_std", "advantages_no_eps", "kl_sign_flipped", "kl_k1_estimator",
-                        "kl_k2_estimator", "kl_k3_reversed", "reference_not_frozen", "clip_one_side",
+                        "kl_k2_estimator", "kl_k3_reversed", "clip_one_side",
                         "clip_max_not_min", "loss_token_mean"))
 
 FunctionCheck("dpo_loss", cases=_dpo_cases, outputs=("loss", *[f"grad {n}" for n in DPO_LEAVES]),
               variants=dpo_loss_variants, call=_dpo_call,
               mistakes=("dpo_beta_outside", "dpo_no_beta", "dpo_reference_dropped", "dpo_chosen_rejected_swapped",
-                        "dpo_sum_not_mean", "reference_not_frozen"))
+                        "dpo_sum_not_mean"))
 
 FunctionCheck("LoRALinear", cases=_lora_cases, outputs=LORA_OUTPUTS, variants=lora_variants, call=_lora_call,
               rule=_lora_rule,
