@@ -139,9 +139,10 @@ def preference_pairs(model, tokenizer, prompt, n_pairs, max_new_tokens, generato
             (regular if is_regular_poem(poem) else irregular).append(row)
         if len(regular) >= n_pairs and len(irregular) >= n_pairs:
             return torch.stack(regular[:n_pairs]), torch.stack(irregular[:n_pairs])
-    raise RuntimeError(f"{max_batches * batch} 个样本中合格律的 {len(regular)} 个、不合的 {len(irregular)} 个，"
-                       f"凑不齐 {n_pairs} 对 / {len(regular)} regular and {len(irregular)} irregular poems in "
-                       f"{max_batches * batch} samples: not {n_pairs} pairs")
+    raise RuntimeError(
+        f"凑不齐 {n_pairs} 对：{max_batches * batch} 个样本中合格律的 {len(regular)} 个、不合的 {len(irregular)} 个 / "
+        f"{len(regular)} regular and {len(irregular)} irregular poems in {max_batches * batch} samples: not {n_pairs} "
+        f"pairs")
 
 
 def sequence_logprobs(model, ids, prompt_len, end_id):
