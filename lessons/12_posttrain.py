@@ -148,8 +148,10 @@ except ValueError as err:  # the corpus file is missing or damaged: one line say
 _ids = torch.tensor([[7, 8, 3, 4, 0, 5, 0], [7, 0, 3, 4, 5, 6, 2]])
 _m = completion_mask(_ids, 2, 0)
 assert isinstance(_m, torch.Tensor) and _m.dtype == torch.bool and _m.shape == (2, 7), f"应为 (2, 7) 的布尔张量 / must be a bool (2, 7) tensor, got {_m!r}"
-assert _m[0].tolist() == [False, False, True, True, True, False, False], f"第 0 行：提示 2 列、补全到第一个 0（含）/ row 0: 2 prompt columns, the completion up to the first 0 (kept); got {_m[0].tolist()}"
-assert _m[1].tolist() == [False, False, True, True, True, True, True], f"第 1 行：提示里的 0 不算，没有结束符就到末尾 / row 1: the 0 in the prompt does not count, no end: True to the end; got {_m[1].tolist()}"
+assert _m[0].tolist() == [False, False, True, True, True, False, False], \
+    f"第 0 行：提示 2 列、补全到第一个 0（含）/ row 0: 2 prompt columns, the completion up to the first 0 (kept); got {_m[0].tolist()}"
+assert _m[1].tolist() == [False, False, True, True, True, True, True], \
+    f"第 1 行：提示里的 0 不算，没有结束符就到末尾 / row 1: the 0 in the prompt does not count, no end: True to the end; got {_m[1].tolist()}"
 
 # %% [markdown]
 # 有了掩码，就能算策略给自己写出的每个 token 的**对数概率**（log-probability）：GRPO 和 DPO 的损失都从它出发。
@@ -172,9 +174,11 @@ _gpt = GPT(10, d_model=16, num_heads=2, num_kv_heads=1, d_ff=32, num_layers=1, m
 _ids = torch.tensor([[1, 2, 3, 4, 0, 5]])
 _lp = completion_logprobs(_gpt, _ids, completion_mask(_ids, 2, 0))
 assert isinstance(_lp, torch.Tensor) and _lp.shape == (1, 5), f"应为 (B, T-1) = (1, 5) / must be (B, T-1) = (1, 5), got {getattr(_lp, 'shape', _lp)}"
-assert _lp[0, 0] == 0 and _lp[0, 4] == 0, f"第 0 列（提示里的 token 1）和第 4 列（填充）应为 0 / column 0 (token 1, in the prompt) and column 4 (padding) must be 0; got {_lp[0].tolist()}"
+assert _lp[0, 0] == 0 and _lp[0, 4] == 0, \
+    f"第 0 列（提示里的 token 1）和第 4 列（填充）应为 0 / column 0 (token 1, in the prompt) and column 4 (padding) must be 0; got {_lp[0].tolist()}"
 _by_hand = F.log_softmax(_gpt(_ids[:, :3])[0, -1], dim=-1)[_ids[0, 3]]  # log p(token 3 | tokens 0..2)
-assert torch.isclose(_lp[0, 2], _by_hand, atol=1e-5), f"第 2 列应为 log p(ids[3] | ids[:3]) = {_by_hand.item():.4f}，得到 {_lp[0, 2].item():.4f} / column 2 must be log p(ids[3] | ids[:3])"
+assert torch.isclose(_lp[0, 2], _by_hand, atol=1e-5), \
+    f"第 2 列应为 log p(ids[3] | ids[:3]) = {_by_hand.item():.4f}，得到 {_lp[0, 2].item():.4f} / column 2 must be log p(ids[3] | ids[:3])"
 assert _lp.requires_grad, "对数概率要带梯度，不要在 no_grad 下算 / the log-probabilities must carry gradients: not under no_grad"
 
 # %% [markdown]
@@ -268,11 +272,14 @@ for _name, _k in (("k1", -_d), ("k2", _d ** 2 / 2), ("k3", _d.exp() - _d - 1)):
 _all = torch.ones(4, 3, dtype=torch.bool)
 _lp = torch.full((4, 3), -1.0, requires_grad=True)
 grpo_loss(_lp, _lp.detach(), _lp.detach(), torch.tensor([1.0, 0.0, 1.0, 1.0]), _all, 2).backward()
-assert (_lp.grad[0] < 0).all() and (_lp.grad[1] > 0).all(), f"第 0 组：奖励高的行概率升、低的降 / group 0: the better row goes up, the worse one down; grad {_lp.grad}"
-assert (_lp.grad[2:] == 0).all(), f"第 1 组奖励相同，优势为 0，不该有梯度（是在整批上标准化的吗？）/ group 1 has equal rewards: zero advantage, no gradient (normalised over the whole batch?); grad {_lp.grad[2:]}"
+assert (_lp.grad[0] < 0).all() and (_lp.grad[1] > 0).all(), \
+    f"第 0 组：奖励高的行概率升、低的降 / group 0: the better row goes up, the worse one down; grad {_lp.grad}"
+assert (_lp.grad[2:] == 0).all(), \
+    "第 1 组奖励相同，优势为 0，不该有梯度（在整批上标准化了？）/ group 1's rewards are equal: no gradient (normalised over the batch?)"
 _half = torch.full((4, 3), math.log(0.5))
 _loss = grpo_loss(_half, _half, torch.full((4, 3), math.log(0.25)), torch.ones(4), _all, 2, beta=0.1)
-assert torch.isclose(_loss, torch.tensor(0.1 * (0.5 + math.log(2) - 1)), atol=1e-6), f"只剩 KL 项：beta * (e^d - d - 1)，d = log(0.25 / 0.5) / only the KL term: beta * k3 = {0.1 * (0.5 + math.log(2) - 1):.6f}, got {_loss}"
+assert torch.isclose(_loss, torch.tensor(0.1 * (0.5 + math.log(2) - 1)), atol=1e-6), \
+    f"只剩 KL 项：beta * (e^d - d - 1)，d = log(0.25 / 0.5) / only the KL term: beta * k3 = {0.1 * (0.5 + math.log(2) - 1):.6f}, got {_loss}"
 
 # %% [markdown]
 # ## 4. DPO：从偏好对直接学
@@ -285,7 +292,8 @@ assert torch.isclose(_loss, torch.tensor(0.1 * (0.5 + math.log(2) - 1)), atol=1e
 # $r(y) = \beta \log\frac{\pi^*(y)}{\pi_{\mathrm{ref}}(y)} + \beta\log Z$。代进 Bradley–Terry，与回答无关的 $\beta \log Z$ 在相减时消掉，
 # 得到一个只用策略和参考模型的对数概率的损失：
 #
-# $$\mathcal{L}_{\text{DPO}} = -\log\sigma\Big(\beta\big[(\log\pi_\theta(y_w) - \log\pi_{\mathrm{ref}}(y_w)) - (\log\pi_\theta(y_l) - \log\pi_{\mathrm{ref}}(y_l))\big]\Big) .$$
+# $$\mathcal{L}_{\text{DPO}} = -\log\sigma\Big(\beta\big[(\log\pi_\theta(y_w) - \log\pi_{\mathrm{ref}}(y_w))
+#   - (\log\pi_\theta(y_l) - \log\pi_{\mathrm{ref}}(y_l))\big]\Big) .$$
 #
 # $\beta \log(\pi_\theta/\pi_{\mathrm{ref}})$ 就是“隐式奖励”；$\beta$ 在 $\log\sigma$ **里面**，调的是这个奖励的尺度（$\beta$ 越小，
 # 允许离参考模型越远）。这里的 $\log\pi(y)$ 是整段回答的对数概率：`completion_logprobs` 按行求和。参考模型依旧冻结。
@@ -301,7 +309,8 @@ _z = torch.zeros(3)
 _loss = dpo_loss(_z, _z, _z, _z)
 assert torch.isclose(_loss, torch.tensor(math.log(2.0))), f"策略与参考相同时损失为 log 2 = 0.6931，得到 {_loss} / policy equal to the reference: log 2"
 _loss = dpo_loss(torch.ones(3), _z, _z, _z, beta=1.0)
-assert torch.isclose(_loss, torch.tensor(math.log(1 + math.exp(-1.0)))), f"margin 1、beta 1：-logsigmoid(1) = 0.3133，得到 {_loss} / margin 1, beta 1: -logsigmoid(1)"
+assert torch.isclose(_loss, torch.tensor(math.log(1 + math.exp(-1.0)))), \
+    f"margin 1、beta 1：-logsigmoid(1) = 0.3133，得到 {_loss} / margin 1, beta 1: -logsigmoid(1)"
 
 # %% [markdown]
 # ## 5. LoRA：只训练低秩的增量
