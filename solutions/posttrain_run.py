@@ -16,18 +16,18 @@ from .gpt_data import is_regular_poem
 from .posttrain import LoRALinear, completion_logprobs, completion_mask, dpo_loss, grpo_loss
 from .training import AdamW, clip_grad_norm
 
-SHAPES = ((5, 4), (7, 4), (5, 8), (7, 8))  # five/seven characters a line x a quatrain/eight lines
+_SHAPES = ((5, 4), (7, 4), (5, 8), (7, 8))  # five/seven characters a line x a quatrain/eight lines
 
 
 def poem_shape(poem):
-    """``(characters per line, lines)`` of a regular poem of 4 or 8 lines, one of ``SHAPES``; else None.
+    """``(characters per line, lines)`` of a regular poem of 4 or 8 lines (5 or 7 characters a line); else None.
 
     中文：格律诗的体裁：(每句字数, 句数)，五言/七言 × 绝句/律诗；不合格律或句数不是 4、8 时为 None。"""
     if not is_regular_poem(poem):
         return None
     lines = poem.rstrip("\n").replace("，", "。").split("。")[:-1]  # the text of each line, marks dropped
     shape = (len(lines[0]), len(lines))
-    return shape if shape in SHAPES else None
+    return shape if shape in _SHAPES else None
 
 
 def poem_reward(poem):
@@ -38,7 +38,7 @@ def poem_reward(poem):
 
 def sample_stats(poems):
     """``form`` (% regular), ``dup`` (% of samples that repeat an earlier one) and ``top_shape`` (% of the samples
-    in the most common of ``SHAPES``) of a list of poems."""
+    in the most common of ``_SHAPES``) of a list of poems."""
     if not poems:
         raise ValueError("poems 不能为空 / poems must not be empty")
     n = len(poems)
@@ -47,7 +47,7 @@ def sample_stats(poems):
                 top_shape=100 * max(shapes.values(), default=0) / n)
 
 
-def decode_poems(tokenizer, ids, prompt_len):
+def _decode_poems(tokenizer, ids, prompt_len):
     """The poem each row of ``ids (B, T)`` writes after its first ``prompt_len`` tokens: up to the first newline,
     "" when there is none."""
     texts = [tokenizer.decode(row[prompt_len:]) for row in ids]
@@ -63,10 +63,10 @@ def sample_group(model, tokenizer, prompt, n, max_new_tokens, generator, tempera
     device = next(model.parameters()).device
     start = tokenizer.encode(prompt).to(device).repeat(n, 1)  # (n, P)
     ids = generate(model, start, max_new_tokens, temperature=temperature, top_p=top_p, generator=generator)
-    return ids, decode_poems(tokenizer, ids, start.size(1))  # ids: (n, P + max_new_tokens)
+    return ids, _decode_poems(tokenizer, ids, start.size(1))  # ids: (n, P + max_new_tokens)
 
 
-def frozen_copy(model):
+def _frozen_copy(model):
     """A copy of ``model`` that never trains: the reference of GRPO's KL penalty."""
     ref = copy.deepcopy(model).eval()
     ref.requires_grad_(False)
@@ -74,24 +74,26 @@ def frozen_copy(model):
 
 
 def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, group_size=8, lr=2e-4, beta=0.1,
-               clip_eps=0.2, temperature=1.0, seed=0, reward=poem_reward, progress=False):
-    """GRPO on ``model`` (its parameters that require grad: all, or LoRA's adapters) with ``reward(poem) -> float``.
+               clip_eps=0.2, temperature=1.0, seed=0, reward=None, progress=False):
+    """GRPO on ``model`` (its parameters that require grad: all, or LoRA's adapters) with ``reward(poem) -> float``
+    (``poem_reward`` when None).
 
     Each step samples ``n_groups * group_size`` poems after ``prompt`` (groups of ``group_size`` consecutive
     rows share their advantage's mean and std), scores them, and takes one AdamW step (betas 0.9/0.95, no weight
     decay, gradients clipped at norm 1) on ``grpo_loss`` against a frozen copy of the model taken before the first
     step. One update per batch, so the old policy is the current one (ratio 1; the clip matters with more
     updates per batch). Returns a dict of per-step lists ``reward`` (mean), ``kl`` (the k3 estimate, mean over
-    the written tokens), ``form`` (% regular), ``shapes`` (% of each of ``SHAPES``), and ``steps``, ``seconds``.
+    the written tokens), ``form`` (% regular), ``shapes`` (% of each of ``_SHAPES``), and ``steps``, ``seconds``.
     """
+    reward = reward or poem_reward
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
-    ref = frozen_copy(model)
+    ref = _frozen_copy(model)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     end_id = tokenizer.encode("\n")[0].item()
     prompt_len = len(prompt)
-    history = dict(reward=[], kl=[], form=[], shapes={shape: [] for shape in SHAPES}, steps=steps, seconds=0.0)
+    history = dict(reward=[], kl=[], form=[], shapes={shape: [] for shape in _SHAPES}, steps=steps, seconds=0.0)
     start = time.perf_counter()
     for step in range(steps):
         ids, poems = sample_group(model, tokenizer, prompt, n_groups * group_size, max_new_tokens, generator,
@@ -115,7 +117,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
         stats = Counter(map(poem_shape, poems))
         history["reward"].append(rewards.mean().item())
         history["form"].append(100 * sum(map(is_regular_poem, poems)) / len(poems))
-        for shape in SHAPES:
+        for shape in _SHAPES:
             history["shapes"][shape].append(100 * stats[shape] / len(poems))
         if progress:
             print(f"grpo step {step + 1}/{steps}: reward {history['reward'][-1]:.3f} kl {history['kl'][-1]:.4f}",
