@@ -84,6 +84,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
     step. One update per batch, so the old policy is the current one (ratio 1; the clip matters with more
     updates per batch). Returns a dict of per-step lists ``reward`` (mean), ``kl`` (the k3 estimate, mean over
     the written tokens), ``form`` (% regular), ``shapes`` (% of each of ``_SHAPES``), and ``steps``, ``seconds``.
+    ``progress``: a line every 10 steps.
     """
     reward = reward or poem_reward
     device = next(model.parameters()).device
@@ -119,7 +120,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
         history["form"].append(100 * sum(map(is_regular_poem, poems)) / len(poems))
         for shape in _SHAPES:
             history["shapes"][shape].append(100 * stats[shape] / len(poems))
-        if progress:
+        if progress and ((step + 1) % 10 == 0 or step + 1 == steps):
             print(f"grpo step {step + 1}/{steps}: reward {history['reward'][-1]:.3f} kl {history['kl'][-1]:.4f}",
                   flush=True)
     model.eval()
