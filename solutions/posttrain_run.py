@@ -20,7 +20,7 @@ SHAPES = ((5, 4), (7, 4), (5, 8), (7, 8))  # five/seven characters a line x a qu
 
 
 def poem_shape(poem):
-    """``(characters per line, lines)`` of a regular poem of 4 or 8 lines (5 or 7 characters a line); else None.
+    """``(characters per line, lines)`` of a regular poem of 4 or 8 lines, one of ``SHAPES``; else None.
 
     中文：格律诗的体裁：(每句字数, 句数)，五言/七言 × 绝句/律诗；不合格律或句数不是 4、8 时为 None。"""
     if not is_regular_poem(poem):
@@ -84,7 +84,6 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
     step. One update per batch, so the old policy is the current one (ratio 1; the clip matters with more
     updates per batch). Returns a dict of per-step lists ``reward`` (mean), ``kl`` (the k3 estimate, mean over
     the written tokens), ``form`` (% regular), ``shapes`` (% of each of ``SHAPES``), and ``steps``, ``seconds``.
-    ``progress``: a line every 10 steps.
     """
     reward = reward or poem_reward
     device = next(model.parameters()).device
@@ -120,7 +119,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
         history["form"].append(100 * sum(map(is_regular_poem, poems)) / len(poems))
         for shape in SHAPES:
             history["shapes"][shape].append(100 * stats[shape] / len(poems))
-        if progress and ((step + 1) % 10 == 0 or step + 1 == steps):
+        if progress:
             print(f"grpo step {step + 1}/{steps}: reward {history['reward'][-1]:.3f} kl {history['kl'][-1]:.4f}",
                   flush=True)
     model.eval()
