@@ -82,7 +82,7 @@ def data_cells(name):
     if name not in DATA_OUTPUTS:
         return set()
     key = read_nb(ANSWER_KEYS / "en" / f"{name}.ipynb")
-    pattern = re.compile(r"decode|sample|generate|show_samples|poem|beam|lines\[|corpus|text\[|_text\(")
+    pattern = re.compile(r"decode|sample|generate|show_samples|show\(\*|poem|beam|lines\[|corpus|text\[|_text\(")
     return {c.id for c in key.cells if c.cell_type == "code" and pattern.search(c.source)}
 
 
