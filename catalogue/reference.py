@@ -25,7 +25,7 @@ def load():
     namespace = {"math": math, "np": np, "torch": torch, "nn": nn, "F": F}
     for name in NAMES:
         obj = getattr(solutions, name)
-        if isinstance(obj, (int, str)):
+        if isinstance(obj, (int, str, tuple)):
             namespace[name] = obj
             continue
         code = compile(inspect.getsource(obj), f"<reference copy of {name}>", "exec")

@@ -17,7 +17,7 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # # 10 手撕练习库（drill bank）
 #
 # 面试里的“手撕 Transformer”是：给一张白纸，15 分钟写出注意力、多头注意力、LayerNorm、掩码……
-# 本章把前面各章的组件变成 41 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
+# 本章把前面各章的组件变成 45 道**限时练习（drill）**：每道题只有函数签名、说明形状和约定的 docstring，
 # 没有提示、没有伪代码。写完后，检查（check）用和各章评分完全相同的引擎判定，并**说出错误的名字**
 # （例如“忘了除以 √d_k”“拆头时没有 transpose”），而不是只说 “value mismatch”。
 #
@@ -36,9 +36,9 @@ from tutor.drills import finish, give_up, mock_interview, progress, reset, revea
 # 可以直接打开看；只有在 `make lab` 的 `workspace/` 里运行时才会写入。各章检查的结果也记在这个文件里：
 # 在任意一章运行 `import tutor; tutor.progress()`，看每章哪些评分单元格通过了、检查指出过哪些错误。
 #
-# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 41 分**，每道题 1 分，隐藏测试与各章相同。
+# 教师也可以把本章当作一次限时测验（nbgrader 作业 `10_drills`）：**本章共 45 分**，每道题 1 分，隐藏测试与各章相同。
 #
-# *English:* 41 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
+# *English:* 45 timed drills, each a blank cell with a signature and a docstring (shapes and conventions
 # only). Run ⏱️ to start the timer, write the cell, run the check for the verdict (with the named mistake)
 # and the time. The 📖 cell shows the reference and the classic mistakes only after a pass or
 # `give_up("name")`; `reset("name")` restores a blank cell; `mock_interview()` writes a notebook with 3 drills
@@ -1177,6 +1177,116 @@ finish('quantize_int8', _)
 
 # %% tags=["selfstudy"]
 reveal('quantize_int8')
+
+# %% [markdown]
+# ## 练习 42 · PPO 裁剪目标 / PPO clipped objective
+#
+# 目标 / target: 8 min. 检查 / check: `ppo_clip_loss`.
+
+# %% tags=["selfstudy"]
+start('ppo_clip_loss')
+
+# %% exercise="ppo_clip_loss" drill=true
+def ppo_clip_loss(logprobs, old_logprobs, advantages, mask, clip_eps=0.2):
+    """The PPO clipped objective, negated, as a scalar loss.
+
+    ``logprobs``, ``old_logprobs`` ``(B, T-1)`` per-token log-probabilities (new and old policy); ``advantages``
+    ``(B,)`` (one per sequence) or ``(B, T-1)``; ``mask`` bool ``(B, T-1)``. Average each sequence over its masked
+    tokens, then average over the sequences.
+
+    中文：PPO 裁剪目标取负；逐 token；先在每条序列的掩码 token 上平均，再在序列间平均。
+    """
+
+# %% grade_id="drill_ppo_clip_loss" points=1 check="ppo_clip_loss:ppo_clip_loss" tags=["nbgrader"]
+
+# %% check="ppo_clip_loss:ppo_clip_loss" tags=["selfstudy"]
+finish('ppo_clip_loss', _)
+
+# %% tags=["selfstudy"]
+reveal('ppo_clip_loss')
+
+# %% [markdown]
+# ## 练习 43 · GRPO 损失 / GRPO loss
+#
+# 目标 / target: 12 min. 检查 / check: `grpo_loss`.
+
+# %% tags=["selfstudy"]
+start('grpo_loss')
+
+# %% exercise="grpo_loss" drill=true
+def grpo_loss(logprobs, old_logprobs, ref_logprobs, rewards, mask, group_size, clip_eps=0.2, beta=0.1):
+    """The GRPO loss (DeepSeekMath) as a scalar.
+
+    ``logprobs``, ``old_logprobs``, ``ref_logprobs`` ``(B, T-1)`` (policy, old policy, frozen reference);
+    ``rewards (B,)`` in consecutive groups of ``group_size``; ``mask`` bool ``(B, T-1)``. Group-normalised
+    advantages (std unbiased, plus 1e-4), PPO's clipped ratio, the k3 KL estimator to the reference weighted by
+    ``beta``; averaged as PPO's loss. No gradient into the reference.
+
+    中文：GRPO 损失：组内标准化的优势（无偏 std 加 1e-4）、PPO 的裁剪比率、对参考模型的 k3 KL（乘 beta）；
+    平均方式同 PPO；梯度不能流进参考模型。
+    """
+
+# %% grade_id="drill_grpo_loss" points=1 check="grpo_loss:grpo_loss" tags=["nbgrader"]
+
+# %% check="grpo_loss:grpo_loss" tags=["selfstudy"]
+finish('grpo_loss', _)
+
+# %% tags=["selfstudy"]
+reveal('grpo_loss')
+
+# %% [markdown]
+# ## 练习 44 · DPO 损失 / DPO loss
+#
+# 目标 / target: 5 min. 检查 / check: `dpo_loss`.
+
+# %% tags=["selfstudy"]
+start('dpo_loss')
+
+# %% exercise="dpo_loss" drill=true
+def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
+    """The DPO loss (Rafailov et al., 2023) as a scalar.
+
+    Each argument ``(B,)``: a sequence's summed log-probability under the policy or the frozen reference, for
+    the chosen and the rejected answer of each pair. Returns the mean over the pairs.
+
+    中文：DPO 损失；四个参数都是每条序列的对数概率之和（策略 / 冻结的参考模型，选中 / 拒绝），返回批均值。
+    """
+
+# %% grade_id="drill_dpo_loss" points=1 check="dpo_loss:dpo_loss" tags=["nbgrader"]
+
+# %% check="dpo_loss:dpo_loss" tags=["selfstudy"]
+finish('dpo_loss', _)
+
+# %% tags=["selfstudy"]
+reveal('dpo_loss')
+
+# %% [markdown]
+# ## 练习 45 · LoRA 线性层 / LoRA linear layer
+#
+# 目标 / target: 10 min. 检查 / check: `LoRALinear`.
+
+# %% tags=["selfstudy"]
+start('LoRALinear')
+
+# %% exercise="LoRALinear" drill=true
+class LoRALinear(nn.Module):
+    """A frozen ``nn.Linear`` plus a trainable low-rank update (LoRA).
+
+    ``LoRALinear(base, r=4, alpha=8)``: attributes ``base`` (frozen), ``A (r, in_features)``,
+    ``B (out_features, r)``, ``scaling``. ``forward(x (..., in_features)) -> (..., out_features)``; a fresh layer
+    equals its base; ``merge()`` folds the update into ``base.weight``, ``unmerge()`` takes it out; outputs stay
+    the same through both.
+
+    中文：LoRA 线性层：底座冻结，只训练 A、B；新建时输出与底座相同；merge() 并入权重，unmerge() 还原，输出不变。
+    """
+
+# %% grade_id="drill_LoRALinear" points=1 check="LoRALinear:LoRALinear" tags=["nbgrader"]
+
+# %% check="LoRALinear:LoRALinear" tags=["selfstudy"]
+finish('LoRALinear', _)
+
+# %% tags=["selfstudy"]
+reveal('LoRALinear')
 
 # %% [markdown]
 # ## 进度与模拟面试 / Progress and mock interview

@@ -79,6 +79,21 @@ from .positional import (
     rope_frequencies,
     sinusoidal_positional_encoding,
 )
+from .posttrain import LoRALinear, completion_logprobs, completion_mask, dpo_loss, grpo_loss, ppo_clip_loss
+from .posttrain_run import (
+    SHAPES,
+    add_lora,
+    decode_poems,
+    dpo_train,
+    frozen_copy,
+    grpo_train,
+    poem_reward,
+    poem_shape,
+    preference_pairs,
+    sample_group,
+    sample_stats,
+    sequence_logprobs,
+)
 from .tokenizers import END_OF_WORD, bpe_decode, bpe_encode, learn_bpe, merge_pair
 from .training import AdamW, clip_grad_norm, warmup_cosine_lr
 from .transformer import Transformer, greedy_decode, greedy_decode_cached

@@ -65,7 +65,10 @@ def visible_cells():
                     continue
                 code, checked = _visible(source)
                 for check, name in checked.items():
-                    entry = found.setdefault(check, (chapter, exercise, name, []))
+                    taught = contract.BY_NAME[check].chapter if check in contract.BY_NAME else None
+                    entry = found.get(check)
+                    if entry is None or (entry[0][:2] != taught and chapter[:2] == taught):
+                        entry = found[check] = (chapter, exercise, name, [])  # the chapter that teaches it first
                     if entry[0] == chapter:
                         entry[3].append(code)
     return found
@@ -106,6 +109,8 @@ VISIBLE_WEAKER = {
     "AdamW": "three steps, two param groups and a LambdaLR against torch.optim.AdamW; tiny gradients (eps), "
              "a parameter without .grad and more steps show in the check",
     "GroupedQueryAttention": "shapes, the cache layout and MHA/MQA ends; not RoPE's pairing or a fully masked row",
+    "LoRALinear": "no change at init, the trainable count and outputs equal through merge/unmerge; the scaling's value "
+                  "and A's init show in the check",
     "PreLNResidual": "shapes and the residual; not which norm",
     "RMSNorm": "the shape and nn.RMSNorm with default weights; eps placement and a weight of 1 + w show in the check",
     "ResidualLayerNorm": "shapes and that the sublayer is used",
@@ -115,12 +120,16 @@ VISIBLE_WEAKER = {
     "batch_norm_forward": "none: a drill's graded cell is its check's report alone",
     "beam_search": "a greedy-equivalent table; length normalisation and finished beams show in the check",
     "clip_grad_norm": "one tensor clipped and returned norm; a generator and None grads show in the check",
+    "dpo_loss": "log 2 with no preference and one margin at beta 1; where beta and the reference go shows in the check",
     "cross_entropy": "F.cross_entropy on one small case; smoothing and ignore_index combinations show in the check",
     "generate": "shapes and greedy = argmax; the cost and the generator show in the check",
     "layer_norm_backward": "shapes and autograd on one case; the eps and variance terms show in the check",
+    "grpo_loss": "the gradient's sign in each group and the KL term alone; the std, the clip and the averaging show "
+                 "in the check",
     "learn_bpe": "the Sennrich example's first merges; stopping and ties show in the check",
     "make_sliding_window_mask": "one window; off-by-one and causality show in the check",
     "mlp_backward": "none: a drill's graded cell is its check's report alone",
+    "ppo_clip_loss": "ratio 1 and each clip bound on full masks; the mask and the averaging show in the check",
     "repeat_kv": "shapes and n_rep = 1; the head order shows in the check",
     "sample_next_token": "rows sum to 1 and greedy at temperature 0; the draw and ties show in the check",
     "sampling_probs": "rows sum to 1 and filtered tokens 0; the filter order shows in the check",

@@ -120,7 +120,7 @@ def snippets_in(sources):
 # ---------------------------------------------------------------- nbval re-runs (test_nbval, test_nbval_gpt)
 
 SANITIZE = ROOT / "tools" / "nbval_sanitize.cfg"
-GPT_CHAPTERS = ("08_gpt", "09_decoding")
+GPT_CHAPTERS = ("08_gpt", "09_decoding", "12_posttrain")  # 09 and 12 start from the model 08 saves
 
 
 def rerun_and_compare(name, record_property, edition=""):

@@ -30,11 +30,17 @@ QUOTED_IN_CODE = {
         '"([^，。\\n]*)([，。])"', '"，。"',
         '"春风"', '"。\\n"', '"白日依山尽，黄河"', '"明月"',  # prompts
     ],
+    "12_posttrain": [
+        '"，" and "。"', '"。"', '"([^，。\\n]*)([，。])"', '"，。"',  # is_regular_poem's docstring and code
+        '"，"',                          # poem_shape: commas read as full stops to split the lines
+        '"。\\n"', '"春风"',              # prompts
+    ],
 }
 # Code cells whose outputs show generated or corpus text (poems, samples, decoded prompts): Chinese is data there.
 DATA_OUTPUTS = {
     "08_gpt": "corpus lines, tokenizer round trips and samples of the model",
     "09_decoding": "samples of the model, beams and prompts",
+    "12_posttrain": "samples of the model before and after GRPO, DPO and LoRA",
 }
 
 
@@ -76,7 +82,7 @@ def data_cells(name):
     if name not in DATA_OUTPUTS:
         return set()
     key = read_nb(ANSWER_KEYS / "en" / f"{name}.ipynb")
-    pattern = re.compile(r"decode|sample|generate|show_samples|poem|beam|lines\[|corpus|text\[|_text\(")
+    pattern = re.compile(r"decode|sample|generate|show_samples|show\(\*|poem|beam|lines\[|corpus|text\[|_text\(")
     return {c.id for c in key.cells if c.cell_type == "code" and pattern.search(c.source)}
 
 

@@ -1,5 +1,5 @@
-"""nbval regression of chapters 08 and 09 (tests/test_nbval.py has the rest): 08 trains the GPT and
-saves it as answer_keys/gpt_poems.pt, 09 loads it. One file keeps them in order on one test worker."""
+"""nbval regression of chapters 08, 09 and 12 (tests/test_nbval.py has the rest): 08 trains the GPT and
+saves it as answer_keys/gpt_poems.pt, 09 and 12 load it. One file keeps them in order on one test worker."""
 import pytest
 
 from pipeline_helpers import rerun_and_compare
@@ -19,9 +19,16 @@ def test_chapter_09_reruns_from_chapter_08s_model(record_property):
     rerun_and_compare("09_decoding", record_property)
 
 
+def test_chapter_12_reruns_from_chapter_08s_model(record_property):
+    if not (ANSWER_KEYS / "gpt_poems.pt").exists():
+        pytest.fail("answer_keys/gpt_poems.pt missing: 12 starts from the model 08 saves; run this whole file")
+    rerun_and_compare("12_posttrain", record_property)
 
-def test_english_chapters_08_and_09_rerun(record_property):
-    """The English answer keys of 08 and 09, executed on their own (COURSE_LANG=en), re-run in the same order."""
+
+
+def test_english_chapters_08_09_and_12_rerun(record_property):
+    """The English answer keys of 08, 09 and 12, executed on their own (COURSE_LANG=en), re-run in the same order."""
     rerun_and_compare("08_gpt", record_property, "en")
     assert (ANSWER_KEYS / "gpt_poems.pt").exists(), "08's training cell did not save gpt_poems.pt"
     rerun_and_compare("09_decoding", record_property, "en")
+    rerun_and_compare("12_posttrain", record_property, "en")

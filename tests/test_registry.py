@@ -82,9 +82,9 @@ def test_a_new_component_without_signature_or_check_is_caught(evidence):
 
 
 def test_a_new_graded_chapter_without_a_mutation_is_caught(evidence):
-    lessons = {**evidence.lessons, "12_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
+    lessons = {**evidence.lessons, "99_moe": {"exercises": [], "drills": [], "graded": ["router_matches_reference"]}}
     missing = added(contract.COMPONENTS, dataclasses.replace(evidence, lessons=lessons), evidence)
-    assert missing == ["12_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['12_moe']), or the "
+    assert missing == ["99_moe: add its classic mistake to tools/simulate_class.py (MUTATIONS['99_moe']), or the "
                        "simulated classic-mistake student is quietly perfect"]
 
 

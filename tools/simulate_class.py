@@ -180,6 +180,10 @@ MUTATIONS = {
     # the online softmax's running sum not rescaled when the max grows (the rising row of the visible tests)
     "13_efficiency": Mutation("online_softmax", "online_no_rescale", [
         ("s = s * torch.exp(m - m_new) + torch.exp(x_j - m_new)", "s = s + torch.exp(x_j - m_new)")], visible=True),
+    # advantages normalised over the whole batch instead of each group: grpo_loss's cell fails (its check, and its
+    # visible test of a group with equal rewards, which then gets gradients)
+    "12_posttrain": Mutation("grpo_loss", "advantages_whole_batch", [
+        ("groups = rewards.view(-1, group_size)", "groups = rewards.view(1, -1)")], visible=True),
 }
 
 

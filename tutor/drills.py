@@ -105,6 +105,10 @@ DRILLS = [
     Drill("TopKRouter", "MoE 的 top-k 路由器 / MoE top-k router", 8),
     Drill("load_balancing_loss", "MoE 负载均衡损失 / MoE load-balancing loss", 5),
     Drill("quantize_int8", "INT8 逐通道对称量化 / symmetric INT8 per-channel quantization", 5),
+    Drill("ppo_clip_loss", "PPO 裁剪目标 / PPO clipped objective", 8),
+    Drill("grpo_loss", "GRPO 损失 / GRPO loss", 12),
+    Drill("dpo_loss", "DPO 损失 / DPO loss", 5),
+    Drill("LoRALinear", "LoRA 线性层 / LoRA linear layer", 10),
 ]
 BY_NAME = {d.name: d for d in DRILLS}
 

@@ -34,6 +34,6 @@ def idiom(id, chapter, exercise, idioms, *sources):
 
 # each topic module appends its idioms to IDIOMS; imported in teaching order, so IDIOMS is in course order
 TOPICS = ("attention", "mha", "positional", "ffn_norm", "masks", "layers", "transformer", "copy_task", "gpt_data",
-          "llm", "training", "decoding", "backward", "tokenizers", "efficiency")
+          "llm", "training", "decoding", "backward", "tokenizers", "posttrain", "efficiency")
 for _topic in TOPICS:
     importlib.import_module(f"{__name__}.{_topic}")

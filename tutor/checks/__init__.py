@@ -23,13 +23,14 @@ from . import (
     masks,
     mha,
     positional,
+    posttrain,
     tokenizers,
     training,
     transformer,
 )
 
 TOPICS = (attention, mha, positional, ffn_norm, masks, layers, transformer, copy_task, llm, training, decoding,
-          backward, tokenizers, efficiency)
+          backward, tokenizers, posttrain, efficiency)
 NOT_IMPLEMENTED = say("not_implemented")
 MORE = say("more")
 

@@ -21,6 +21,7 @@ from .attention import (
 )
 from .norms import plot_activations, plot_norm_axes, plot_norm_stability, plot_residual_variants
 from .positional import plot_pe_similarity, plot_permutation_demo, plot_positional_encoding, plot_rope_scores
+from .posttrain import plot_form_rate, plot_reward_kl
 from .training import plot_attention_cost, plot_gpt_block, plot_lm_training, plot_lr_schedule, plot_training_curves
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "plot_attention",
     "plot_attention_cost",
     "plot_decode_timing",
+    "plot_form_rate",
     "plot_gpt_block",
     "plot_head_split",
     "plot_heads",
@@ -42,6 +44,7 @@ __all__ = [
     "plot_permutation_demo",
     "plot_positional_encoding",
     "plot_residual_variants",
+    "plot_reward_kl",
     "plot_rope_scores",
     "plot_scaling_experiment",
     "plot_training_curves",
