@@ -48,6 +48,7 @@ STEPS = 150
 LR = 2e-4
 LORA_LR = 2e-3
 BETA = 0.1
+BALANCE = 0.0
 DPO_PAIRS = 64
 CACHE = ROOT / "benchmarks" / "cache"  # git-ignored: pre-trained models, keyed by seed and recipe
 
@@ -91,8 +92,10 @@ def main():
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--lr", type=float, default=None, help=f"default {LR}; with --lora {LORA_LR}")
     parser.add_argument("--beta", type=float, default=BETA, help="the KL penalty's weight")
+    parser.add_argument("--balance", type=float, default=BALANCE, help="weight of the shape-balance term")
     parser.add_argument("--lora", type=int, default=0, metavar="R", help="train LoRA adapters of rank R only")
     parser.add_argument("--dpo", action="store_true", help="DPO on preference pairs instead of GRPO")
+    parser.add_argument("--pairs", type=int, default=DPO_PAIRS, help="DPO's preference pairs")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer, _, val_data = pretrained(args.seed)
@@ -104,17 +107,17 @@ def main():
     if args.dpo:
         generator = torch.Generator().manual_seed(args.seed)
         start = time.perf_counter()
-        chosen, rejected = preference_pairs(model, tokenizer, gpt_train.PROMPT, DPO_PAIRS, gpt_train.MAX_POEM,
+        chosen, rejected = preference_pairs(model, tokenizer, gpt_train.PROMPT, args.pairs, gpt_train.MAX_POEM,
                                             generator)
         end_id = tokenizer.encode("\n")[0].item()
         history = dpo_train(model, chosen, rejected, len(gpt_train.PROMPT), end_id, steps=args.steps, lr=lr,
                             beta=args.beta, seed=args.seed)
         seconds = time.perf_counter() - start
-        print(f"dpo: {DPO_PAIRS} pairs; last loss {history['loss'][-1]:.3f}, accuracy {history['accuracy'][-1]:.2f}",
+        print(f"dpo: {args.pairs} pairs; last loss {history['loss'][-1]:.3f}, accuracy {history['accuracy'][-1]:.2f}",
               file=sys.stderr)
     else:
         history = grpo_train(model, tokenizer, gpt_train.PROMPT, steps=args.steps, max_new_tokens=gpt_train.MAX_POEM,
-                             lr=lr, beta=args.beta, seed=args.seed, progress=True)
+                             lr=lr, beta=args.beta, balance=args.balance, seed=args.seed, progress=True)
         seconds = history["seconds"]
     after, stats_after, val_after = measure(model, tokenizer, val_data, args.seed)
     for name, samples in (("before", before), ("after", after)):
@@ -122,7 +125,8 @@ def main():
         for poem in samples[:10]:
             print(("  ok " if is_regular_poem(poem) else "  -- ") + poem, file=sys.stderr)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.threads} thread(s); "
-          f"{seconds / args.steps:.3f} s per step; {args.steps} steps, lr {lr}, beta {args.beta}; "
+          f"{seconds / args.steps:.3f} s per step; {args.steps} steps, lr {lr}, beta {args.beta}, "
+          f"balance {args.balance}; "
           f"before dup={stats_before['dup']:.0f}% top_shape={stats_before['top_shape']:.0f}%", file=sys.stderr)
     print(f"{'dpo' if args.dpo else 'grpo'}: form_before={stats_before['form']:.1f}% "
           f"form_after={stats_after['form']:.1f}% val_delta={val_after - val_before:+.3f} "

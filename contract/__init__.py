@@ -244,6 +244,9 @@ COMPONENTS = (
        "poem"),
     _c("poem_reward", "12", "posttrain_run", "provided", "1.0 for a poem in regular form (`is_regular_poem`), else 0.0",
        "poem"),
+    _c("shape_balance", "12", "posttrain_run", "provided",
+       "the diversity term: `weight * (1/4 - share of the poem's shape in the batch)`, 0 for a poem of no shape",
+       "poems, weight"),
     _c("sample_stats", "12", "posttrain_run", "provided",
        "% in regular form, % duplicates, % in the most common shape of a list of poems", "poems"),
     _c("sample_group", "12", "posttrain_run", "provided",
@@ -252,7 +255,7 @@ COMPONENTS = (
     _c("grpo_train", "12", "posttrain_run", "provided",
        "GRPO with a rule reward against a frozen copy; history of reward, KL, form rate and shapes per step",
        "model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, group_size=8, lr=0.0002, beta=0.1, "
-       "clip_eps=0.2, temperature=1.0, seed=0, reward=None, progress=False"),
+       "clip_eps=0.2, temperature=1.0, seed=0, reward=None, balance=0.0, progress=False"),
     _c("preference_pairs", "12", "posttrain_run", "provided",
        "(chosen, rejected): the model's own samples, a regular poem over an irregular one",
        "model, tokenizer, prompt, n_pairs, max_new_tokens, generator, temperature=1.0, batch=64, max_batches=50"),
