@@ -101,6 +101,7 @@ def main():
     model, tokenizer, _, val_data = pretrained(args.seed)
     before, stats_before, val_before = measure(model, tokenizer, val_data, args.seed)
     lr = args.lr or (LORA_LR if args.lora else LR)
+    cpu_start = time.process_time()  # CPU seconds: on a shared machine closer to an idle run than the wall time
     if args.lora:
         print(f"LoRA rank {args.lora}: {add_lora(model, r=args.lora, alpha=2 * args.lora):,} parameters trained "
               f"of {sum(p.numel() for p in model.parameters()):,}", file=sys.stderr)
@@ -119,13 +120,14 @@ def main():
         history = grpo_train(model, tokenizer, gpt_train.PROMPT, steps=args.steps, max_new_tokens=gpt_train.MAX_POEM,
                              lr=lr, beta=args.beta, balance=args.balance, seed=args.seed, progress=True)
         seconds = history["seconds"]
+    cpu_seconds = time.process_time() - cpu_start
     after, stats_after, val_after = measure(model, tokenizer, val_data, args.seed)
     for name, samples in (("before", before), ("after", after)):
         print(f"{name}:", file=sys.stderr)
         for poem in samples[:10]:
             print(("  ok " if is_regular_poem(poem) else "  -- ") + poem, file=sys.stderr)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.threads} thread(s); "
-          f"{seconds / args.steps:.3f} s per step; {args.steps} steps, lr {lr}, beta {args.beta}, "
+          f"{seconds / args.steps:.3f} s per step ({cpu_seconds / args.steps:.3f} CPU s); {args.steps} steps, lr {lr}, beta {args.beta}, "
           f"balance {args.balance}; "
           f"before dup={stats_before['dup']:.0f}% top_shape={stats_before['top_shape']:.0f}%", file=sys.stderr)
     print(f"{'dpo' if args.dpo else 'grpo'}: form_before={stats_before['form']:.1f}% "
