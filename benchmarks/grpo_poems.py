@@ -127,7 +127,8 @@ def main():
         for poem in samples[:10]:
             print(("  ok " if is_regular_poem(poem) else "  -- ") + poem, file=sys.stderr)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.threads} thread(s); "
-          f"{seconds / args.steps:.3f} s per step ({cpu_seconds / args.steps:.3f} CPU s); {args.steps} steps, lr {lr}, beta {args.beta}, "
+          f"{seconds / args.steps:.3f} s per step ({cpu_seconds / args.steps:.3f} CPU s); {args.steps} steps, "
+          f"lr {lr}, beta {args.beta}, "
           f"balance {args.balance}; "
           f"before dup={stats_before['dup']:.0f}% top_shape={stats_before['top_shape']:.0f}%", file=sys.stderr)
     print(f"{'dpo' if args.dpo else 'grpo'}: form_before={stats_before['form']:.1f}% "
