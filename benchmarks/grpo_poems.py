@@ -49,7 +49,9 @@ LR = 2e-4
 LORA_LR = 2e-3
 BETA = 0.1
 BALANCE = 0.0
-DPO_PAIRS = 64
+DPO_PAIRS = 128  # DPO: 64 pairs, 40 steps at 2e-4 overfitted (loss 0.05) and the form rate fell 93 -> 83 % (seed 0)
+DPO_STEPS = 20
+DPO_LR = 5e-5
 CACHE = ROOT / "benchmarks" / "cache"  # git-ignored: pre-trained models, keyed by seed and recipe
 
 
@@ -89,8 +91,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=gpt_train.THREADS, help="torch threads (default: 2)")
-    parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--lr", type=float, default=None, help=f"default {LR}; with --lora {LORA_LR}")
+    parser.add_argument("--steps", type=int, default=None, help=f"default {STEPS}; with --dpo {DPO_STEPS}")
+    parser.add_argument("--lr", type=float, default=None,
+                        help=f"default {LR}; with --lora {LORA_LR}; with --dpo {DPO_LR}")
     parser.add_argument("--beta", type=float, default=BETA, help="the KL penalty's weight")
     parser.add_argument("--balance", type=float, default=BALANCE, help="weight of the shape-balance term")
     parser.add_argument("--lora", type=int, default=0, metavar="R", help="train LoRA adapters of rank R only")
@@ -100,7 +103,8 @@ def main():
     torch.set_num_threads(args.threads)
     model, tokenizer, _, val_data = pretrained(args.seed)
     before, stats_before, val_before = measure(model, tokenizer, val_data, args.seed)
-    lr = args.lr or (LORA_LR if args.lora else LR)
+    lr = args.lr or (DPO_LR if args.dpo else LORA_LR if args.lora else LR)
+    args.steps = args.steps or (DPO_STEPS if args.dpo else STEPS)
     cpu_start = time.process_time()  # CPU seconds: on a shared machine closer to an idle run than the wall time
     if args.lora:
         print(f"LoRA rank {args.lora}: {add_lora(model, r=args.lora, alpha=2 * args.lora):,} parameters trained "
