@@ -106,7 +106,7 @@ try:
     else:
         model = GPT(tokenizer.vocab_size, d_model=128, num_heads=4, num_kv_heads=2, d_ff=344, num_layers=3,
                     max_len=128, dropout=0.0, tie_weights=False).to(DEVICE)
-        recipe = dict(block_size=80, batch_size=16, lr=5e-3, eval_every=150, max_steps=900)
+        recipe = dict(block_size=80, batch_size=16, lr=5e-3, eval_every=260, max_steps=1300)
     if GRADING:
         print("评分时不加载 / not loaded while grading")
     else:
@@ -366,7 +366,7 @@ assert torch.allclose(_layer(_x), _y, atol=1e-5), "unmerge() 之后输出应不�
 # 每批样本只更新一次，所以旧策略就是当前策略（比率为 1，裁剪不起作用；同一批更新几次时它才起作用）。
 # `poem_shape` 给出一首格律诗的体裁：五言或七言 × 绝句（4 句）或律诗（8 句）。
 
-# %% provided="poem_shape, poem_reward, sample_stats, decode_poems, sample_group, frozen_copy, grpo_train"
+# %% provided="poem_shape, poem_reward, shape_balance, sample_stats, decode_poems, sample_group, frozen_copy, grpo_train"
 
 # %% [markdown]
 # 先量训练前：按第 09 章的方式（温度 0.7、top-p 0.9）采样 500 首，数格律率、重复率（与前面某首一模一样的比例）
@@ -471,7 +471,7 @@ else:
 # DPO 只用一批固定的旧样本（离线），约束只有 $\beta$。实际使用时要更多、更多样的偏好对，少训几步（看留出样本上的格律率，
 # 而不是损失），或者调大 $\beta$。
 #
-# **LoRA**：把模型每个块里的线性层都包进你的 `LoRALinear`（秩 8，$\alpha = 16$），冻结其余一切，再跑一次同样的 GRPO
+# **LoRA**：把模型每个块里的线性层都包进你的 `LoRALinear`（秩 8，$\alpha = 16$），冻结其余一切，再跑 60 步同样的 GRPO
 # （LoRA 的增量从 0 开始、参数少，学习率取大 10 倍：$2\times10^{-3}$）。最后把适配器合并进权重：输出不变，推理时没有额外开销。
 
 # %% provided="add_lora"
@@ -489,7 +489,7 @@ else:
         print(f"LoRA r=8: {trained:,} parameters trained of {total:,} ({100 * trained / total:.1f} %)")
         torch.set_num_threads(RUN_THREADS)
         try:
-            lora_history = grpo_train(lora_model, tokenizer, PROMPT, steps=150, max_new_tokens=MAX_POEM, lr=2e-3,
+            lora_history = grpo_train(lora_model, tokenizer, PROMPT, steps=60, max_new_tokens=MAX_POEM, lr=2e-3,
                                       seed=0)
         finally:
             torch.set_num_threads(1)
