@@ -226,33 +226,6 @@ COMPONENTS = (
        "word, merges"),
     _c("bpe_decode", "11", "tokenizers", "graded", "tokens joined, `</w>` as the space between words",
        "tokens", tested_by="bpe_round_trip"),
-    # 13 efficiency by hand
-    _c("online_softmax", "13", "efficiency", "graded",
-       "softmax over the last axis in one pass: a running max and a running sum, rescaled when the max grows", "x"),
-    _c("tiled_attention", "13", "efficiency", "graded",
-       "attention's forward in blocks of queries and keys with a running max, sum and accumulator (FlashAttention), "
-       "never a T_q x T_k matrix; `causal` skips the blocks above the diagonal",
-       "q, k, v, block_size=64, causal=False"),
-    _c("TopKRouter", "13", "efficiency", "graded",
-       "linear gate, softmax over all experts, then the top k (renormalised when `normalize`) "
-       "-> (weights (N, k), indices (N, k), logits (N, E))",
-       "d_model, num_experts, top_k=2, normalize=True", methods={"forward": "x"}),
-    _c("MoELayer", "13", "efficiency", "graded",
-       "a router and `num_experts` SwiGLU experts; each token to its top k, outputs weighted and summed "
-       "-> (out (B, T, d_model), logits (B*T, E), indices (B*T, k))",
-       "d_model, d_ff, num_experts, top_k=2, normalize=True", methods={"forward": "x"}),
-    _c("load_balancing_loss", "13", "efficiency", "graded",
-       "Switch/Mixtral auxiliary loss N * sum_i f_i * P_i: f from the routing counts, P the mean router probability",
-       "router_logits, expert_index, num_experts"),
-    _c("quantize_int8", "13", "efficiency", "graded",
-       "symmetric INT8, one scale per output channel (row): scale = absmax / 127, q = round(w / scale) clamped",
-       "w"),
-    _c("dequantize_int8", "13", "efficiency", "graded", "q * scale, in the scale's dtype", "q, scale",
-       tested_by="int8_round_trip"),
-    _c("MultiHeadLatentAttention", "13", "efficiency", "bonus",
-       "DeepSeek-V2's KV compression: the cache holds one latent `W_dkv(x)` a token, keys and values are "
-       "`W_uk`/`W_uv` of it -> (out (B, T, d_model), cache (B, T_past + T, d_latent))",
-       "d_model, num_heads, d_latent", methods={"forward": "x, mask=None, cache=None"}),
     # 12 post-training by hand: GRPO, DPO, LoRA
     _c("completion_mask", "12", "posttrain", "graded",
        "True on a row's continuation up to and including its first `end_id`; False on the prompt and the padding",
@@ -302,6 +275,33 @@ COMPONENTS = (
     _c("add_lora", "12", "posttrain_run", "provided",
        "every linear layer of the blocks wrapped in a LoRALinear, in place -> parameters left to train",
        "model, r=4, alpha=8"),
+    # 13 efficiency by hand
+    _c("online_softmax", "13", "efficiency", "graded",
+       "softmax over the last axis in one pass: a running max and a running sum, rescaled when the max grows", "x"),
+    _c("tiled_attention", "13", "efficiency", "graded",
+       "attention's forward in blocks of queries and keys with a running max, sum and accumulator (FlashAttention), "
+       "never a T_q x T_k matrix; `causal` skips the blocks above the diagonal",
+       "q, k, v, block_size=64, causal=False"),
+    _c("TopKRouter", "13", "efficiency", "graded",
+       "linear gate, softmax over all experts, then the top k (renormalised when `normalize`) "
+       "-> (weights (N, k), indices (N, k), logits (N, E))",
+       "d_model, num_experts, top_k=2, normalize=True", methods={"forward": "x"}),
+    _c("MoELayer", "13", "efficiency", "graded",
+       "a router and `num_experts` SwiGLU experts; each token to its top k, outputs weighted and summed "
+       "-> (out (B, T, d_model), logits (B*T, E), indices (B*T, k))",
+       "d_model, d_ff, num_experts, top_k=2, normalize=True", methods={"forward": "x"}),
+    _c("load_balancing_loss", "13", "efficiency", "graded",
+       "Switch/Mixtral auxiliary loss N * sum_i f_i * P_i: f from the routing counts, P the mean router probability",
+       "router_logits, expert_index, num_experts"),
+    _c("quantize_int8", "13", "efficiency", "graded",
+       "symmetric INT8, one scale per output channel (row): scale = absmax / 127, q = round(w / scale) clamped",
+       "w"),
+    _c("dequantize_int8", "13", "efficiency", "graded", "q * scale, in the scale's dtype", "q, scale",
+       tested_by="int8_round_trip"),
+    _c("MultiHeadLatentAttention", "13", "efficiency", "bonus",
+       "DeepSeek-V2's KV compression: the cache holds one latent `W_dkv(x)` a token, keys and values are "
+       "`W_uk`/`W_uv` of it -> (out (B, T, d_model), cache (B, T_past + T, d_latent))",
+       "d_model, num_heads, d_latent", methods={"forward": "x, mask=None, cache=None"}),
 )
 
 BY_NAME = {c.name: c for c in COMPONENTS}

@@ -43,7 +43,7 @@ def shape_balance(poems, weight):
     regular poem still earns more than an irregular one."""
     shapes = [poem_shape(poem) for poem in poems]
     counts = Counter(shapes)
-    return [0.0 if shape is None else weight * (1 / len(_SHAPES) - counts[shape] / len(poems)) for shape in shapes]
+    return [0.0 if shape is None else weight * (1 / len(SHAPES) - counts[shape] / len(poems)) for shape in shapes]
 
 
 def sample_stats(poems):
