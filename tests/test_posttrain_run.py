@@ -113,13 +113,16 @@ def test_the_figures_draw_a_grpo_history_with_labels():
     import matplotlib
 
     matplotlib.use("Agg")
-    from tutor.plots import plot_form_rate, plot_reward_kl
+    import matplotlib.pyplot as plt
+
+    from tutor.plots.posttrain import plot_form_rate, plot_reward_kl  # the package's names are blanks under nbgrader
 
     model, tokenizer = toy()
     history = grpo_train(model, tokenizer, "\n", steps=2, max_new_tokens=3, n_groups=2, group_size=4)
-    for fig in (plot_reward_kl(history), plot_form_rate(history)):
-        ax = fig.axes[0]
+    plt.close("all")
+    for plot in (plot_reward_kl, plot_form_rate):
+        ax = plot(history).axes[0]
         assert ax.get_title() and ax.get_xlabel() == "GRPO step" and ax.get_ylabel()
-    assert len(plot_form_rate(history).axes[0].get_lines()) == 1 + 4 + 1  # form, the four shapes, the target
+    assert len(ax.get_lines()) == 1 + 4 + 1  # plot_form_rate's: form, the four shapes, the target
     with pytest.raises(ValueError, match="non-empty"):
         plot_reward_kl(dict(reward=[], kl=[]))
