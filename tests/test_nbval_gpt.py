@@ -7,6 +7,7 @@ import pytest
 from nbval.plugin import get_sanitize_patterns
 
 from pipeline_helpers import GPT_CHAPTERS, SANITIZE, read_nb, rerun_and_compare
+from tools import build
 from tools.paths import ANSWER_KEYS
 
 pytestmark = pytest.mark.slow
@@ -31,10 +32,8 @@ def test_chapter_12_reruns_from_chapter_08s_model(record_property):
 
 def numbers(cell, patterns):
     """The numbers a code cell's outputs print, after nbval's sanitising (timings and the like are gone)."""
-    text = "".join(o.text if o.output_type == "stream" else o.get("data", {}).get("text/plain", "")
-                   for o in cell.get("outputs", []))
-    for regex, replace in patterns:
-        text = re.sub(regex, replace, text)
+    text = build.sanitize_text("".join(o.text if o.output_type == "stream" else o.get("data", {}).get("text/plain", "")
+                                       for o in cell.get("outputs", [])), patterns)
     return set(re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", text))
 
 
