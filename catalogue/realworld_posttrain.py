@@ -10,7 +10,26 @@ without Bessel, where the epsilon goes, sequence- or token-level means).
 through the checks and prints the table and the held-out rate (a verdict and its diagnosis ids both as
 decided = right).
 
-Held-out rate before any tuning: (filled in from the first run).
+Held-out rate before any tuning (the checks of commit ada8794, run once on the table as first committed):
+12/16, verdicts 16/16. Every verdict was right; the four misses were names:
+- CS336's ``grpo_microbatch_train_step`` (radi-cho/cs336-a5) sums each sequence's tokens (``masked_normalize``
+  by the constant 1.0) where the contract averages them: nothing named, the catalogue had no such mistake;
+- its GRPO has no KL term at all, and sums per sequence: nothing named (neither mistake was in the catalogue);
+- TRL 0.14's GRPO takes the ratio against the policy itself (``exp(logp - logp.detach())``, right only for one
+  update per batch) and never reads ``old_logprobs``: nothing named;
+- OpenRLHF's GRPO (token-level means, std + 1e-9) was named ``loss_token_mean`` as decided but also
+  ``advantages_no_eps``: on the first case a group's rewards (60, 50) had a std of 7, where the epsilons 1e-4
+  and 1e-9 move the advantages apart by 1.4e-5 relative, beyond the tolerance (1e-5), so a right epsilon
+  convention read as a missing one. The check's own comment said the cases keep it below the tolerance.
+Tuning (tutor/checks/posttrain.py): the mistakes ``loss_sequence_sum`` (ppo_clip_loss and grpo_loss),
+``ratio_old_ignored`` (both) and ``kl_missing`` (grpo_loss), each with its bug and a wrong catalogue entry; the
+first GRPO case's last group is (60, 10), so every unequal group's std is at least 35 and any positive
+epsilon up to 1e-4 stays within the tolerance (1e-4, 1e-5, 1e-6, 1e-8 and 1e-9 measured to pass, 0 to fail as
+``advantages_no_eps``). After tuning: 16/16, verdicts 16/16.
+
+A convention noticed, not tuned: the real completion masks (TRL, materl) are integer 0/1 tensors and the
+contract's is bool; the adaptation casts them (the contract's return type), and the check refuses an integer
+mask with its generic dtype line, not a named mistake.
 """
 import math
 

@@ -126,6 +126,20 @@ def ppo_mask_ignored(logprobs, old_logprobs, advantages, mask, clip_eps=0.2):
     return -surrogate.mean()  # bug: prompt and padding averaged in
 
 
+def ppo_sequence_sum(logprobs, old_logprobs, advantages, mask, clip_eps=0.2):
+    A = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
+    ratio = torch.exp(logprobs - old_logprobs)
+    surrogate = torch.min(ratio * A, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * A)
+    return -(surrogate * mask).sum(-1).mean()  # bug: each sequence's sum, not its mean
+
+
+def ppo_ratio_to_itself(logprobs, old_logprobs, advantages, mask, clip_eps=0.2):
+    A = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
+    ratio = torch.exp(logprobs - logprobs.detach())  # bug: old_logprobs never read
+    surrogate = torch.min(ratio * A, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * A)
+    return -_per_sequence_mean(surrogate, mask)
+
+
 # ---------------------------------------------------------------- grpo_loss
 
 
@@ -214,6 +228,26 @@ def grpo_token_mean(logprobs, old_logprobs, ref_logprobs, rewards, mask, group_s
     surrogate = torch.min(ratio * A, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * A)
     per_token = -(surrogate - beta * _k3(logprobs, ref_logprobs))
     return per_token[mask].mean()  # bug: DAPO's token-level mean
+
+
+def grpo_no_kl(logprobs, old_logprobs, ref_logprobs, rewards, mask, group_size, clip_eps=0.2, beta=0.1):
+    adv = _group_advantages(rewards, group_size)
+    return _grpo(logprobs, old_logprobs, ref_logprobs, adv, mask, clip_eps, beta,
+                 torch.zeros_like(logprobs))  # bug: no KL penalty
+
+
+def grpo_sequence_sum(logprobs, old_logprobs, ref_logprobs, rewards, mask, group_size, clip_eps=0.2, beta=0.1):
+    A = _group_advantages(rewards, group_size).unsqueeze(-1)
+    ratio = torch.exp(logprobs - old_logprobs)
+    surrogate = torch.min(ratio * A, torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * A)
+    per_token = -(surrogate - beta * _k3(logprobs, ref_logprobs))
+    return (per_token * mask).sum(-1).mean()  # bug: each sequence's sum, not its mean
+
+
+def grpo_ratio_to_itself(logprobs, old_logprobs, ref_logprobs, rewards, mask, group_size, clip_eps=0.2, beta=0.1):
+    adv = _group_advantages(rewards, group_size)
+    return _grpo(logprobs, logprobs.detach(), ref_logprobs, adv, mask, clip_eps, beta,  # bug: old_logprobs unread
+                 _k3(logprobs, ref_logprobs))
 
 
 # ---------------------------------------------------------------- dpo_loss
@@ -350,6 +384,8 @@ CASES = [
     ("ppo_clip_loss", ppo_not_negated, "policy_loss_not_negated"),
     ("ppo_clip_loss", ppo_token_mean, "loss_token_mean"),
     ("ppo_clip_loss", ppo_mask_ignored, "loss_mask_ignored"),
+    ("ppo_clip_loss", ppo_sequence_sum, "loss_sequence_sum"),
+    ("ppo_clip_loss", ppo_ratio_to_itself, "ratio_old_ignored"),
     ("grpo_loss", grpo_whole_batch_advantages, "advantages_whole_batch"),
     ("grpo_loss", grpo_not_scaled, "advantages_not_scaled"),
     ("grpo_loss", grpo_biased_std, "advantages_biased_std"),
@@ -361,6 +397,9 @@ CASES = [
     ("grpo_loss", grpo_clip_lower_only, "clip_one_side"),
     ("grpo_loss", grpo_max_not_min, "clip_max_not_min"),
     ("grpo_loss", grpo_token_mean, "loss_token_mean"),
+    ("grpo_loss", grpo_no_kl, "kl_missing"),
+    ("grpo_loss", grpo_sequence_sum, "loss_sequence_sum"),
+    ("grpo_loss", grpo_ratio_to_itself, "ratio_old_ignored"),
     ("dpo_loss", dpo_beta_outside, "dpo_beta_outside"),
     ("dpo_loss", dpo_no_beta, "dpo_no_beta"),
     ("dpo_loss", dpo_reference_dropped, "dpo_reference_dropped"),

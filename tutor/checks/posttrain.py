@@ -76,6 +76,18 @@ MISTAKES = define_mistakes({
         "所有掩码 token 一起平均（DAPO 的 token 级平均）：本课的约定是先在每条序列内平均，再在序列间平均",
         "every masked token averaged together (DAPO's token-level mean): this course's convention averages "
         "within each sequence first, then over sequences"),
+    "loss_sequence_sum": (
+        "每条序列内求和而不是求平均（例如 masked_normalize 除以常数 1，或 Dr. GRPO 除以固定长度）：本课的约定是"
+        "先在每条序列的掩码 token 上取平均，长序列不因为更长而占更大的权重",
+        "each sequence's tokens summed, not averaged (e.g. masked_normalize by the constant 1, or Dr. GRPO's fixed "
+        "length): this course's convention averages over each sequence's masked tokens, so a longer sequence "
+        "weighs no more than a shorter one"),
+    "ratio_old_ignored": (
+        "比率没有用 old_logprobs，而是 exp(logprobs - logprobs.detach())（恒为 1，TRL 0.14 的写法）：只有每批只更新"
+        "一步、old_logprobs 恰好等于 logprobs 时才对；一般要 ratio = exp(logprobs - old_logprobs)，裁剪才起作用",
+        "the ratio ignores old_logprobs: exp(logprobs - logprobs.detach()) (always 1, TRL 0.14's form) is right "
+        "only with one update per batch, when old_logprobs equal logprobs; in general ratio = exp(logprobs - "
+        "old_logprobs), and only then does the clip act"),
     "loss_mask_ignored": (
         "平均时没用掩码：提示和填充的位置也算进了平均，只对掩码为 True 的 token 求平均",
         "the mean ignores the mask: prompt and padding positions count too; average over the tokens whose mask is "
@@ -99,6 +111,10 @@ MISTAKES = define_mistakes({
     "kl_sign_flipped": (
         "KL 惩罚的符号反了：损失是 -(surrogate - beta * kl)，KL 越大损失越大",
         "the KL penalty has the wrong sign: the loss is -(surrogate - beta * kl), a larger KL must cost more"),
+    "kl_missing": (
+        "没有 KL 惩罚项：GRPO 的损失要加上 beta * k3（对冻结参考模型的 KL），否则策略可以离参考模型任意远",
+        "the KL penalty is missing: GRPO's loss adds beta * k3 (the KL to the frozen reference model), or nothing "
+        "keeps the policy near the reference"),
     "kl_k1_estimator": (
         "KL 用了 k1 估计量 logp - ref：单个 token 上可以为负，方差大；用 k3：exp(ref - logp) - (ref - logp) - 1",
         "the KL uses the k1 estimator logp - ref: it can be negative per token and has a high variance; use k3: "
@@ -290,7 +306,8 @@ def _surrogate_loss(logp, old, advantages, mask, eps, clip="both", pick="min", r
                     mean="sequence"):
     """The clipped surrogate with one switch per known mistake; the loss sign, then the averaging."""
     adv = advantages[:, None] if advantages.dim() == 1 else advantages  # (B,) -> (B, 1)
-    r = torch.exp(logp - old) if ratio == "new/old" else torch.exp(old - logp)
+    r = {"new/old": lambda: torch.exp(logp - old), "old/new": lambda: torch.exp(old - logp),
+         "self": lambda: torch.exp(logp - logp.detach())}[ratio]()  # "self": 1, with logp's gradient
     low, high = (1 - eps if clip in ("both", "lower") else None), (1 + eps if clip in ("both", "upper") else None)
     clipped = torch.clamp(r, low, high)
     surrogate = (torch.minimum if pick == "min" else torch.maximum)(r * adv, clipped * adv)  # (B, T-1)
@@ -303,13 +320,16 @@ def _average(per_token, mask, mean):
         return (per_token * w).sum() / w.sum()
     if mean == "all":
         return per_token.mean()
+    if mean == "sum":
+        return (per_token * w).sum(1).mean()
     return ((per_token * w).sum(1) / w.sum(1).clamp(min=1)).mean()
 
 
 PPO_BUGS = [Bug("clip_one_side", dict(clip="upper")), Bug("clip_one_side", dict(clip="lower")),
             Bug("clip_max_not_min", dict(pick="max")), Bug("ratio_inverted", dict(ratio="old/new")),
             Bug("policy_loss_not_negated", dict(sign=1)), Bug("loss_token_mean", dict(mean="token")),
-            Bug("loss_mask_ignored", dict(mean="all"))]
+            Bug("loss_mask_ignored", dict(mean="all")), Bug("loss_sequence_sum", dict(mean="sum")),
+            Bug("ratio_old_ignored", dict(ratio="self"))]
 
 
 def ppo_clip_loss_variants(ref, case):
@@ -366,7 +386,8 @@ def grpo_run(case, scope="group", scale="std", unbiased=True, eps=1e-4, kl="k3",
     adv = centred / (grouped.std(1, keepdim=True, unbiased=unbiased) + eps) if scale == "std" else centred
     adv = adv.reshape(-1)  # (n_groups, G) -> (B,)
     d = ref - logp  # (B, T-1): log(ref / policy)
-    kl_token = {"k3": torch.exp(d) - d - 1, "k1": -d, "k2": d ** 2 / 2, "k3_reversed": torch.exp(-d) + d - 1}[kl]
+    kl_token = {"k3": torch.exp(d) - d - 1, "k1": -d, "k2": d ** 2 / 2, "k3_reversed": torch.exp(-d) + d - 1,
+                "none": torch.zeros_like(d)}[kl]
     policy = _surrogate_loss(logp, case["old_logprobs"], adv, case["mask"], case["clip_eps"], **surrogate)
     mean = surrogate.get("mean", "sequence")
     loss = policy + kl_sign * case["beta"] * _average(kl_token, case["mask"], mean)
@@ -378,6 +399,7 @@ GRPO_BUGS = [Bug("advantages_whole_batch", dict(scope="batch")),
              Bug("advantages_biased_std", dict(unbiased=False)),
              Bug("advantages_no_eps", dict(eps=0.0)),
              Bug("kl_sign_flipped", dict(kl_sign=-1)),
+             Bug("kl_missing", dict(kl="none")),
              Bug("kl_k1_estimator", dict(kl="k1")), Bug("kl_k2_estimator", dict(kl="k2")),
              Bug("kl_k3_reversed", dict(kl="k3_reversed")),
              *PPO_BUGS]
@@ -395,12 +417,13 @@ def _grpo_call(f, case, _):
 
 
 def _grpo_cases():
-    # rewards spread over ~100 so that the epsilon added to the std (1e-4 here; 1e-6 and 1e-8 are in use
-    # too) stays below the tolerance; one group of equal rewards needs the epsilon (0 / 0 otherwise)
+    # every unequal group's std is at least 35, so that the epsilon added to it (1e-4 here; 1e-6, 1e-8 and
+    # 1e-9 are in use too) moves the advantages by under 3e-6, below the tolerance; one group of equal rewards
+    # needs the epsilon (0 / 0 otherwise)
     g = torch.Generator().manual_seed(65)
     return [Case("3 组 x 2 个样本 / 3 groups of 2 samples, eps=0.2, beta=0.1",
                  {**_logprob_inputs(g, 6, 7),
-                  "rewards": torch.tensor([100.0, 0.0, 30.0, 90.0, 60.0, 50.0], dtype=torch.float64)},
+                  "rewards": torch.tensor([100.0, 0.0, 30.0, 90.0, 60.0, 10.0], dtype=torch.float64)},
                  {"group_size": 2, "clip_eps": 0.2, "beta": 0.1}),
             Case("2 组 x 4 个样本，其中一组奖励全相同 / 2 groups of 4, one with equal rewards, eps=0.1, beta=0.5",
                  {**_logprob_inputs(g, 8, 6),
@@ -568,14 +591,14 @@ FunctionCheck("completion_logprobs", cases=_completion_logprobs_cases, outputs=(
 FunctionCheck("ppo_clip_loss", cases=_ppo_cases, outputs=("loss", "grad logprobs"),
               variants=ppo_clip_loss_variants, call=_ppo_call,
               mistakes=("clip_one_side", "clip_max_not_min", "ratio_inverted", "policy_loss_not_negated",
-                        "loss_token_mean", "loss_mask_ignored"))
+                        "loss_token_mean", "loss_mask_ignored", "loss_sequence_sum", "ratio_old_ignored"))
 
 FunctionCheck("grpo_loss", cases=_grpo_cases, outputs=("loss", "grad logprobs"),
               variants=grpo_loss_variants, call=_grpo_call,
               mistakes=("advantages_whole_batch", "advantages_not_scaled",
-                        "advantages_biased_std", "advantages_no_eps", "kl_sign_flipped", "kl_k1_estimator",
-                        "kl_k2_estimator", "kl_k3_reversed", "clip_one_side",
-                        "clip_max_not_min", "loss_token_mean"))
+                        "advantages_biased_std", "advantages_no_eps", "kl_sign_flipped", "kl_missing",
+                        "kl_k1_estimator", "kl_k2_estimator", "kl_k3_reversed", "clip_one_side",
+                        "clip_max_not_min", "loss_token_mean", "loss_sequence_sum", "ratio_old_ignored"))
 
 FunctionCheck("dpo_loss", cases=_dpo_cases, outputs=("loss", *[f"grad {n}" for n in DPO_LEAVES]),
               variants=dpo_loss_variants, call=_dpo_call,
