@@ -142,8 +142,14 @@ VISIBLE_WEAKER = {
 def entries():
     """Every catalogue entry whose check has a graded cell: (label, check, object)."""
     import catalogue
-    from catalogue import (realworld, realworld_backward, realworld_efficiency, realworld_llm, realworld_posttrain,
-                           realworld_round3)
+    from catalogue import (
+        realworld,
+        realworld_backward,
+        realworld_efficiency,
+        realworld_llm,
+        realworld_posttrain,
+        realworld_round3,
+    )
 
     found = [("wrong", c, o) for c, o, _ in catalogue.cases("wrong")]
     found += [("right", c, o) for c, o in catalogue.cases("right")]

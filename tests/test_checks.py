@@ -24,8 +24,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import catalogue
-from catalogue import (realworld, realworld_backward, realworld_efficiency, realworld_llm, realworld_posttrain,
-                       realworld_round3)
+from catalogue import (
+    realworld,
+    realworld_backward,
+    realworld_efficiency,
+    realworld_llm,
+    realworld_posttrain,
+    realworld_round3,
+)
 from catalogue.reference import load
 from pipeline_helpers import OVERFLOWS_ON_PURPOSE
 from tools.paths import ANSWER_KEYS, ROOT
