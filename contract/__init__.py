@@ -250,9 +250,6 @@ COMPONENTS = (
     _c("poem_shape", "12", "posttrain_run", "provided", "a regular poem's (characters per line, lines), else None",
        "poem"),
     _c("poem_reward", "12", "posttrain_run", "provided", "1.0 for a poem in regular form, else 0.0", "poem"),
-    _c("shape_balance", "12", "posttrain_run", "provided",
-       "the diversity term: `weight * (1/4 - share of the poem's shape in the batch)`, 0 for a poem of no shape",
-       "poems, weight"),
     _c("sample_stats", "12", "posttrain_run", "provided", "% regular, % duplicates, % in the most common shape",
        "poems"),
     _c("decode_poems", "12", "posttrain_run", "provided", "each row's text after the prompt, up to its first newline",
@@ -264,7 +261,7 @@ COMPONENTS = (
     _c("grpo_train", "12", "posttrain_run", "provided",
        "GRPO steps against a frozen copy: sample groups, reward, grpo_loss, AdamW -> per-step history",
        "model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, group_size=8, lr=0.0002, beta=0.1, "
-       "clip_eps=0.2, temperature=1.0, seed=0, reward=None, balance=0.0, progress=False"),
+       "clip_eps=0.2, temperature=1.0, seed=0, reward=None, progress=False"),
     _c("preference_pairs", "12", "posttrain_run", "provided",
        "the model's own samples as (chosen, rejected): a regular poem over an irregular one",
        "model, tokenizer, prompt, n_pairs, max_new_tokens, generator, temperature=1.0, batch=64, max_batches=50"),

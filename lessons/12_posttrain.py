@@ -43,6 +43,7 @@
 import copy
 import math
 import os
+import sys
 import time
 import warnings
 from collections import Counter
@@ -366,11 +367,13 @@ assert torch.allclose(_layer(_x), _y, atol=1e-5), "unmerge() 之后输出应不�
 # 每批样本只更新一次，所以旧策略就是当前策略（比率为 1，裁剪不起作用；同一批更新几次时它才起作用）。
 # `poem_shape` 给出一首格律诗的体裁：五言或七言 × 绝句（4 句）或律诗（8 句）。
 
-# %% provided="poem_shape, poem_reward, shape_balance, sample_stats, decode_poems, sample_group, frozen_copy, grpo_train"
+# %% provided="poem_shape, poem_reward, sample_stats, decode_poems, sample_group, frozen_copy, grpo_train"
 
 # %% [markdown]
-# 先量训练前：按第 09 章的方式（温度 0.7、top-p 0.9）采样 500 首，数格律率、重复率（与前面某首一模一样的比例）
-# 和最常见体裁的占比，并看前 10 首。
+# 先量训练前：按第 09 章的方式（温度 0.7、top-p 0.9）采样 500 首，数格律率和重复率（与前面某首一模一样的比例），
+# 看前 10 首；再按策略本来的样子（温度 1.0，GRPO 训练时就这样采样）采样 500 首，数四种体裁各占多少。
+# 体裁为什么要在温度 1.0 下数：低温偏爱“就此收住”的那一个 token（逗号、句号、换行），不爱可以接着写的成千上万个字，
+# 所以温度 0.7 会把任何模型都往最短的五言绝句上挤——量出来的是采样方式的偏向，不是模型的。下面打印的两个数可以对照。
 
 # %%
 PROMPT, MAX_POEM, N_SAMPLES = "。\n", 65, 500  # the end of a poem; 8 lines of 7 characters and their marks, then "\n"
@@ -378,15 +381,18 @@ RUN_THREADS = min(2, os.cpu_count() or 1)      # the runs below take two threads
 
 
 def measure(m, seed=0):
-    """500 poems sampled as chapter 09 samples them, their statistics, and the validation loss."""
-    gen = torch.Generator(device=DEVICE).manual_seed(seed)
-    _, sampled = sample_group(m, tokenizer, PROMPT, N_SAMPLES, MAX_POEM, gen, temperature=0.7, top_p=0.9)
-    return sampled, sample_stats(sampled), estimate_loss(m, val_data, recipe["block_size"])
+    """500 poems sampled as chapter 09 samples them and their statistics, the shapes of 500 sampled at the policy's
+    own temperature 1.0, and the validation loss."""
+    _, sampled = sample_group(m, tokenizer, PROMPT, N_SAMPLES, MAX_POEM, torch.Generator(device=DEVICE).manual_seed(seed),
+                              temperature=0.7, top_p=0.9)
+    _, own = sample_group(m, tokenizer, PROMPT, N_SAMPLES, MAX_POEM, torch.Generator(device=DEVICE).manual_seed(seed))
+    return sampled, sample_stats(sampled), Counter(map(poem_shape, own)), estimate_loss(m, val_data, recipe["block_size"])
 
 
-def show(sampled, stats, val, name):
-    print(f"{name}: {stats['form']:.1f} % regular, {stats['dup']:.1f} % duplicates, most common shape "
-          f"{stats['top_shape']:.0f} %, validation loss {val:.3f}")
+def show(sampled, stats, shapes, val, name):
+    mix = ", ".join(f"{chars}x{lines} {100 * shapes[chars, lines] / N_SAMPLES:.0f} %" for chars, lines in SHAPES)
+    print(f"{name}: {stats['form']:.1f} % regular, {stats['dup']:.1f} % duplicates, validation loss {val:.3f}\n"
+          f"  shapes at temperature 1.0: {mix}; at 0.7 the most common holds {stats['top_shape']:.0f} %")
     for poem in sampled[:10]:
         print(("  regular   | " if poem_reward(poem) else "  irregular | ") + poem)
 
@@ -425,7 +431,7 @@ else:
         plt.show()
         after = measure(policy)
         show(*after, "after GRPO")
-        print(f"validation loss change: {after[2] - before[2]:+.3f} nats per character")
+        print(f"validation loss change: {after[3] - before[3]:+.3f} nats per character")
     except NotImplementedError:
         print(FINISH_FIRST)
 
@@ -434,8 +440,9 @@ else:
 # GRPO 要压下去的是剩下那一点不合格的；KL 从 0 开始慢慢变大——策略离参考模型越来越远，但 KL 惩罚把它拴住了。
 # 按第 09 章的方式采样（温度 0.7），格律率从训练前的数字升到 99 % 以上，
 # 验证损失（没见过的真诗上）只变了约百分之一 nat：格律好了，预训练学到的东西基本保住。前后各 10 首里，很多首只改了几个字：
-# GRPO 是把模型已经会的东西推得更稳。要盯住的代价是多样性：奖励只问合不合格律、不管体裁。比较上面两次打印的最常见体裁的占比
-# （most common shape）：它若升高，模型就在向它最拿手的那种体裁收窄；$\beta$ 越小，KL 把策略拴得越松，越容易收窄。
+# GRPO 是把模型已经会的东西推得更稳。要盯住的代价是多样性：奖励只问合不合格律、不管体裁。比较上面两次打印的温度 1.0 下的体裁分布：
+# 哪一种若越占越多，模型就在向它最拿手的那种体裁收窄（GRPO 采样、打分用的正是这个分布）；$\beta$ 越小，KL 把策略拴得越松，越容易收窄
+# （不妨把上面的调用加上 `beta=0.02` 再跑一次，比较体裁分布）。
 #
 # **DPO**：不用打分函数，只用偏好对。从第 08 章的模型自己的样本里凑 64 对“合格律的胜过不合格律的”，再按 DPO 训练。
 
@@ -450,6 +457,8 @@ else:
     try:
         dpo_model = copy.deepcopy(model)
         end_id = tokenizer.encode("\n")[0].item()
+        probe = tokenizer.encode(PROMPT + "春风\n")[None, :].to(DEVICE)  # (1, 5): your functions run once before the sampling
+        dpo_loss(*[sequence_logprobs(dpo_model, probe, len(PROMPT), end_id)] * 4, beta=0.1)
         torch.set_num_threads(RUN_THREADS)
         try:
             chosen, rejected = preference_pairs(dpo_model, tokenizer, PROMPT, 64, MAX_POEM,

@@ -93,7 +93,6 @@ from .posttrain_run import (
     sample_group,
     sample_stats,
     sequence_logprobs,
-    shape_balance,
 )
 from .tokenizers import END_OF_WORD, bpe_decode, bpe_encode, learn_bpe, merge_pair
 from .training import AdamW, clip_grad_norm, warmup_cosine_lr

@@ -5,6 +5,7 @@ A sample is the text the model writes after a prompt, up to its first newline (t
 corpus); a sample that never writes a newline within ``max_new_tokens`` is "" (unfinished: no reward).
 """
 import copy
+import sys
 import time
 from collections import Counter
 
@@ -33,17 +34,6 @@ def poem_shape(poem):
 def poem_reward(poem):
     """The rule reward: 1.0 for a poem in regular form (``is_regular_poem``), else 0.0."""
     return float(is_regular_poem(poem))
-
-
-def shape_balance(poems, weight):
-    """The diversity term, one value per poem of a step's batch: ``weight * (1/4 - share of its shape in the
-    batch)`` for a poem of one of the four shapes, 0 for the others. A shape rarer than a quarter of the batch
-    earns a bonus, a commoner one a penalty, so GRPO does not pile onto the shape the model already writes most
-    (chapter 08's models write five-character quatrains about three times in four). With ``weight <= 1`` a
-    regular poem still earns more than an irregular one."""
-    shapes = [poem_shape(poem) for poem in poems]
-    counts = Counter(shapes)
-    return [0.0 if shape is None else weight * (1 / len(SHAPES) - counts[shape] / len(poems)) for shape in shapes]
 
 
 def sample_stats(poems):
@@ -84,9 +74,9 @@ def frozen_copy(model):
 
 
 def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, group_size=8, lr=2e-4, beta=0.1,
-               clip_eps=0.2, temperature=1.0, seed=0, reward=None, balance=0.0, progress=False):
+               clip_eps=0.2, temperature=1.0, seed=0, reward=None, progress=False):
     """GRPO on ``model`` (its parameters that require grad: all, or LoRA's adapters) with ``reward(poem) -> float``
-    (``poem_reward`` when None), plus ``shape_balance(poems, balance)`` when ``balance`` is not 0.
+    (``poem_reward`` when None).
 
     Each step samples ``n_groups * group_size`` poems after ``prompt`` (groups of ``group_size`` consecutive
     rows share their advantage's mean and std), scores them, and takes one AdamW step (betas 0.9/0.95, no weight
@@ -94,6 +84,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
     step. One update per batch, so the old policy is the current one (ratio 1; the clip matters with more
     updates per batch). Returns a dict of per-step lists ``reward`` (mean), ``kl`` (the k3 estimate, mean over
     the written tokens), ``form`` (% regular), ``shapes`` (% of each of ``SHAPES``), and ``steps``, ``seconds``.
+    With ``progress``, one line a step on stderr.
     """
     reward = reward or poem_reward
     device = next(model.parameters()).device
@@ -108,10 +99,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
     for step in range(steps):
         ids, poems = sample_group(model, tokenizer, prompt, n_groups * group_size, max_new_tokens, generator,
                                   temperature)  # ids: (B, T)
-        scores = [reward(poem) for poem in poems]
-        if balance:
-            scores = [score + bonus for score, bonus in zip(scores, shape_balance(poems, balance))]
-        rewards = torch.tensor(scores, device=device)  # (B,)
+        rewards = torch.tensor([reward(poem) for poem in poems], device=device)  # (B,)
         mask = completion_mask(ids, prompt_len, end_id)  # (B, T)
         model.train()
         logprobs = completion_logprobs(model, ids, mask)  # (B, T-1)
@@ -134,7 +122,7 @@ def grpo_train(model, tokenizer, prompt, *, steps, max_new_tokens, n_groups=8, g
             history["shapes"][shape].append(100 * stats[shape] / len(poems))
         if progress:
             print(f"grpo step {step + 1}/{steps}: reward {history['reward'][-1]:.3f} kl {history['kl'][-1]:.4f}",
-                  flush=True)
+                  file=sys.stderr, flush=True)
     model.eval()
     history["seconds"] = time.perf_counter() - start
     return history

@@ -7,6 +7,8 @@ Three rules for the whole suite:
 - **``COURSE_REQUIRE_ALL=1``** (set by ``.ci/run``): a test skipped because a component is missing
   (PostgreSQL, Dask, a browser, root) fails instead, so CI cannot stay green without running it.
 - **The class tests** (``classroom``: accounts and a JupyterHub) are left out unless asked for.
+- **The longest files first** (``LONGEST_FIRST``): `make test` hands each file whole to one of two workers, in
+  collection order (pytest-xdist ``--dist loadfile``); a ten-minute file collected last would run alone at the end.
 - **The Chinese edition by default**: a ``COURSE_LANG`` exported in the shell (an English class's instructor's,
   docs/INSTRUCTOR.md) is dropped, so every test starts from the Chinese class and sets the English one itself.
 """
@@ -19,6 +21,9 @@ import torch
 
 TIMEOUTS = {"classroom": 1800, "slow": 1500, None: 300}  # seconds: a slow test's module fixture grades a
 # whole class; the first class test waits for `make class-up`
+# The files that take longest under `make test` (its --durations list), longest first; the rest follow in name order.
+LONGEST_FIRST = ("test_nbval_gpt.py", "test_feedback.py", "test_class_simulation.py", "test_nbval.py",
+                 "test_nbgrader_e2e.py", "test_idiom_grading.py", "test_insight.py", "test_cluster.py")
 MISSING = re.compile(r"not installed|could not|cannot be installed|needs root|not Linux|not root|no Chromium"
                      r"|no (CJK )?font", re.I)
 
@@ -72,10 +77,12 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Each test gets its time limit. The class tests (marker ``classroom``: accounts and a JupyterHub
-    made by `make class-up` as root) run only when asked for: `-m classroom` (make test-class) or their
-    file named on the command line. `make test` and `make test-fast` leave them out: they change the
-    machine's accounts."""
+    """Each test gets its time limit; the files of ``LONGEST_FIRST`` go first. The class tests (marker
+    ``classroom``: accounts and a JupyterHub made by `make class-up` as root) run only when asked for:
+    `-m classroom` (make test-class) or their file named on the command line. `make test` and `make test-fast`
+    leave them out: they change the machine's accounts."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
     for item in items:
         if item.get_closest_marker("timeout") is None:
             size = next((m for m in ("classroom", "slow") if item.get_closest_marker(m)), None)

@@ -11,7 +11,6 @@ from solutions.posttrain_run import (
     sample_group,
     sample_stats,
     sequence_logprobs,
-    shape_balance,
 )
 
 QUATRAIN_5 = "床前明月光，疑是地上霜。举头望明月，低头思故乡。"
@@ -38,11 +37,6 @@ def test_sample_stats_counts_form_duplicates_and_the_top_shape():
     assert stats == dict(form=pytest.approx(400 / 6), dup=pytest.approx(100 / 6), top_shape=pytest.approx(200 / 6))
     with pytest.raises(ValueError, match="must not be empty"):
         sample_stats([])
-
-
-def test_shape_balance_rewards_the_rarer_shapes():
-    poems = [QUATRAIN_5, QUATRAIN_5, QUATRAIN_5, QUATRAIN_7, EIGHT_5, ""]  # shares 3/6, 1/6, 1/6; one of no shape
-    assert shape_balance(poems, 0.5) == pytest.approx([0.5 * (0.25 - 0.5)] * 3 + [0.5 * (0.25 - 1 / 6)] * 2 + [0.0])
 
 
 def toy(seed=0):
