@@ -81,6 +81,7 @@ class _AdamW(torch.optim.Optimizer):
     decay_after = False
     skip_none = True
     decay_from_group = True
+    shared_step = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
@@ -90,6 +91,7 @@ class _AdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self):
+        self._t = getattr(self, "_t", 0) + 1  # step() calls so far
         for group in self.param_groups:
             lr, (b1, b2), eps = self._lr(group), group["betas"], group["eps"]
             weight_decay = group["weight_decay"] if self.decay_from_group else self.defaults["weight_decay"]
@@ -100,7 +102,7 @@ class _AdamW(torch.optim.Optimizer):
                 if not state:
                     state.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
                 state["t"] += 1
-                t, m, v, g = state["t"], state["m"], state["v"], p.grad
+                t, m, v, g = self._t if self.shared_step else state["t"], state["m"], state["v"], p.grad
                 decay = 1 - (lr * weight_decay if self.decay_lr else weight_decay)
                 if self.l2:
                     g = g + weight_decay * p
@@ -162,6 +164,10 @@ class AdamWDecayFromDefaults(_AdamW):
     decay_from_group = False  # bug: self.defaults["weight_decay"] for every group
 
 
+class AdamWSharedStep(_AdamW):
+    shared_step = True  # bug: t counts step() calls, also those that skipped a parameter with no gradient
+
+
 class AdamWPlainClass:
     """The update right, but a plain class with an lr attribute: no param groups, no scheduler takes it."""
 
@@ -214,6 +220,7 @@ CASES = [
     ("AdamW", AdamWDecayAfterUpdate, "adamw_decay_after_update"),
     ("AdamW", AdamWNoneGradCrash, "adamw_grad_none_crash"),
     ("AdamW", AdamWLrFromInit, "adamw_lr_ignored"),
+    ("AdamW", AdamWSharedStep, "adamw_shared_step"),
     ("AdamW", AdamWDecayFromDefaults, "adamw_group_decay_ignored"),
     ("AdamW", AdamWPlainClass, "adamw_not_an_optimizer"),
     ("clip_grad_norm", clip_returns_nothing, "clip_returns_none"),

@@ -343,13 +343,16 @@ def _stub_with(cell_source, replacement):
 
 
 def catalogue_mistakes():
-    """``[(check name, wrong object, mistake id, cell source)]`` from catalogue/wrong_*.py."""
+    """``[(check name, wrong object, mistake id, cell source)]`` from catalogue/wrong_*.py; entries whose code
+    calls the reference (``R[...]``) are left out: a notebook has no ``R``."""
     import importlib
 
     found = []
     for path in sorted((ROOT / "catalogue").glob("wrong_*.py")):
         module = importlib.import_module(f"catalogue.{path.stem}")
-        found += [(check, obj, mid, _as_cell(path.read_text(), obj.__name__)) for check, obj, mid in module.CASES]
+        cells = [(check, obj, mid, _as_cell(path.read_text(), obj.__name__)) for check, obj, mid in module.CASES]
+        found += [entry for entry in cells
+                  if not any(isinstance(n, ast.Name) and n.id == "R" for n in ast.walk(ast.parse(entry[3])))]
     return found
 
 

@@ -27,10 +27,10 @@ MISTAKES = define_mistakes({
     "ln_eps_outside_sqrt": ("eps 放在根号外面：应是 sqrt(var + eps)，方差很小时两者差别很大",
                             "eps outside the square root: it is sqrt(var + eps); for small variances the two differ a "
                             "lot"),
-    "ln_eps_value": ("eps 的数值与契约不同（例如 BERT 的 1e-12、Annotated Transformer 的 1e-6）：用构造参数 eps，默认 "
-                     "1e-5",
+    "ln_eps_value": ("eps 的数值与契约不同（例如 BERT 的 1e-12、Annotated Transformer 的 1e-6）：用传入的 eps"
+                     "（构造参数或函数参数），默认 1e-5",
                      "eps differs from the contract (e.g. BERT's 1e-12, the Annotated Transformer's 1e-6): use the eps "
-                     "argument, default 1e-5"),
+                     "you are given (the constructor's or the function's argument), default 1e-5"),
     "ln_no_affine": ("没有乘 weight、加 bias：归一化之后还要做可学习的缩放和平移",
                      "weight and bias are not applied: scale and shift after normalising"),
     "rms_subtracts_mean": ("RMSNorm 不减均值：只除以均方根 sqrt(mean(x²) + eps)",

@@ -127,6 +127,13 @@ MISTAKES = define_mistakes({
         "eps inside the square root (sqrt(v_hat + eps)): use sqrt(v_hat) + eps; they differ a lot when "
         "gradients are small",
     ),
+    "adamw_shared_step": (
+        "步数 t 是整个优化器共用的一个计数（每次 step() 加 1）：偏差修正用每个参数自己的步数（和 m、v 一起存在 "
+        "self.state[p] 里），某一步没有梯度而被跳过的参数，这一步不计数",
+        "the step count t is one counter for the whole optimizer (one per step() call): bias correction uses each "
+        "parameter's own count (kept in self.state[p] beside m and v); a parameter skipped for having no gradient "
+        "does not count that step",
+    ),
 })
 
 
@@ -230,7 +237,8 @@ ADAMW_BUGS = [Bug("adamw_l2_in_gradient", dict(l2=True)), Bug("adamw_no_bias_cor
               Bug("adamw_eps_uncorrected_v", dict(eps="uncorrected")),
               Bug("adamw_decay_after_update", dict(decay_after=True)),
               Bug("adamw_lr_ignored", dict(lr_from_group=False)),
-              Bug("adamw_group_decay_ignored", dict(decay_from_group=False))]
+              Bug("adamw_group_decay_ignored", dict(decay_from_group=False)),
+              Bug("adamw_shared_step", dict(shared_step=True))]
 
 
 def _adamw_groups(case, params):
@@ -281,7 +289,7 @@ def adamw_variants(ref, case):
     settings, own = _adamw_settings(case)
 
     def run(l2=False, corrected=True, decay_lr=True, eps="outside", decay_after=False, lr_from_group=True,
-            decay_from_group=True):
+            decay_from_group=True, shared_step=False):
         params = [p.clone() for p in case["params"]]
         m = [torch.zeros_like(p) for p in params]
         v = [torch.zeros_like(p) for p in params]
@@ -300,7 +308,7 @@ def adamw_variants(ref, case):
                     lr = group["lr"] * case["factors"][k]
                 decay = decay if decay_from_group else settings["weight_decay"]
                 steps[i] += 1
-                t, p = steps[i], params[i]
+                t, p = k + 1 if shared_step else steps[i], params[i]
                 factor = 1 - (lr * decay if decay_lr else decay)
                 if l2:
                     grad = grad + decay * p
@@ -341,8 +349,9 @@ def _adamw_cases():
             case("weight_decay=0、一步 / one step", [(3, 3)], 1, dict(lr=0.1, weight_decay=0.0)),
             case("很小的梯度（约 1e-4）、eps=1e-6 / tiny gradients (~1e-4), eps=1e-6", [(6,), (2, 3)], 3,
                  dict(lr=0.05, eps=1e-6, weight_decay=0.5), grad_scale=1e-4),
-            without_grad(case("一个参数没有梯度（.grad 为 None，跳过它）/ a parameter whose .grad is None (skip it)",
-                              [(3, 2), (4,), (2,)], 3, dict(lr=0.02, weight_decay=0.1)), 1),
+            without_grad(case("一个参数在第 2 步没有梯度（.grad 为 None，这一步跳过它）/ a parameter whose .grad is "
+                              "None at step 2 (skip it there)", [(3, 2), (4,), (2,)], 3,
+                              dict(lr=0.02, weight_decay=0.1)), 1, step=1),
             case("两个参数组（各自的 lr、weight_decay）、LambdaLR 调度 / two param groups (their own lr and "
                  "weight_decay), a LambdaLR schedule", [(4, 3), (3,), (5,)], 4,
                  dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1),
@@ -350,9 +359,11 @@ def _adamw_cases():
                  factors=[0.5, 1.0, 0.8, 0.3])]
 
 
-def without_grad(case, index):
-    """``case`` with parameter ``index`` given no gradient (``.grad = None``) at every step."""
-    case.extra["grads"] = [[None if i == index else g for i, g in enumerate(grads)] for grads in case["grads"]]
+def without_grad(case, index, step):
+    """``case`` with parameter ``index`` given no gradient (``.grad = None``) at ``step`` (counted from 0): its own
+    step count falls one behind the optimizer's."""
+    case.extra["grads"] = [[None if (i, k) == (index, step) else g for i, g in enumerate(grads)]
+                           for k, grads in enumerate(case["grads"])]
     return case
 
 
@@ -383,4 +394,4 @@ FunctionCheck("AdamW", cases=_adamw_cases, outputs=("params after step 1", "para
               mistakes=("adamw_l2_in_gradient", "adamw_no_bias_correction", "adamw_decay_without_lr",
                         "adamw_eps_inside_sqrt", "adamw_eps_uncorrected_v", "adamw_decay_after_update",
                         "adamw_grad_none_crash", "adamw_lr_ignored", "adamw_group_decay_ignored",
-                        "adamw_not_an_optimizer"))
+                        "adamw_shared_step", "adamw_not_an_optimizer"))
