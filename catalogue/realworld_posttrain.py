@@ -28,8 +28,9 @@ epsilon up to 1e-4 stays within the tolerance (1e-4, 1e-5, 1e-6, 1e-8 and 1e-9 m
 ``advantages_no_eps``). After tuning: 16/16, verdicts 16/16.
 
 A convention noticed, not tuned: the real completion masks (TRL, materl) are integer 0/1 tensors and the
-contract's is bool; the adaptation casts them (the contract's return type), and the check refuses an integer
-mask with its generic dtype line, not a named mistake.
+contract's is bool; the adaptation casts them (the contract's return type). The check refused an integer mask
+with its generic dtype line; since then it names it, ``completion_mask_not_bool`` (the lead's change after this
+run, with the wrong entry ``mask_as_integers``).
 """
 import math
 

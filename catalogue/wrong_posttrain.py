@@ -43,6 +43,15 @@ def mask_prompt_off_by_one(ids, prompt_len, end_id):
     return after & ((is_end.cumsum(1) - is_end) == 0)
 
 
+def mask_as_integers(ids, prompt_len, end_id):
+    is_end = (ids == end_id).long()
+    is_end[:, :prompt_len] = 0
+    after_end = (is_end.cumsum(1) - is_end) > 0
+    mask = torch.ones_like(ids)
+    mask[:, :prompt_len] = 0
+    return mask.masked_fill(after_end, 0)  # bug: a long 0/1 tensor, not a bool one
+
+
 # ---------------------------------------------------------------- completion_logprobs
 
 
@@ -373,6 +382,7 @@ CASES = [
     ("completion_mask", mask_prompt_kept, "mask_prompt_kept"),
     ("completion_mask", mask_end_searched_in_prompt, "mask_end_searched_in_prompt"),
     ("completion_mask", mask_prompt_off_by_one, "mask_prompt_off_by_one"),
+    ("completion_mask", mask_as_integers, "completion_mask_not_bool"),
     ("completion_logprobs", logprobs_logits_not_shifted, "logprobs_not_shifted"),
     ("completion_logprobs", logprobs_mask_off_by_one, "logprobs_mask_off_by_one"),
     ("completion_logprobs", logprobs_not_masked, "logprobs_not_masked"),

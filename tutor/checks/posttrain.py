@@ -37,6 +37,12 @@ MISTAKES = define_mistakes({
         "补全的起点差了一列：第 prompt_len 列是补全的第一个 token（列号从 0 开始），用 >= prompt_len",
         "the completion starts one column off: column prompt_len is its first token (columns count from 0); use "
         ">= prompt_len"),
+    "completion_mask_not_bool": (
+        "掩码的位置都对，但它是整数 0/1 张量（TRL 等库的写法）：契约要布尔张量（torch.bool）——~mask、x[mask]、"
+        "torch.where 都要布尔；比较（==、>=）的结果本来就是布尔，去掉 .long()/.int()",
+        "every position of the mask is right, but it is an integer 0/1 tensor (as TRL and others write it): the "
+        "contract's mask is a bool tensor (torch.bool), which ~mask, x[mask] and torch.where need; comparisons "
+        "(==, >=) already give bools, so drop the .long()/.int()"),
     # completion_logprobs
     "logprobs_not_shifted": (
         "logits 与 token 没有错开一位：第 t 列的 logits 预测的是第 t + 1 个 token，"
@@ -190,6 +196,15 @@ def completion_mask_variants(ref, case):
     return combine([Bug("mask_end_excluded", dict(end="dropped")), Bug("mask_padding_kept", dict(padding="kept")),
                     Bug("mask_prompt_kept", dict(start="none")), Bug("mask_prompt_off_by_one", dict(start=">")),
                     Bug("mask_end_searched_in_prompt", dict(search="everywhere"))], run)
+
+
+def _mask_rule(case, expected, got):
+    """An integer 0/1 mask with every position right is ``completion_mask_not_bool``."""
+    mask = got.get("mask")
+    if isinstance(mask, torch.Tensor) and mask.dtype != torch.bool and mask.shape == expected["mask"].shape \
+            and not mask.dtype.is_floating_point and torch.equal(mask != 0, expected["mask"]) and mask.abs().max() <= 1:
+        return "completion_mask_not_bool"
+    return None
 
 
 def _completion_mask_cases():
@@ -579,9 +594,9 @@ def _lora_cases():
 
 FunctionCheck("completion_mask", cases=_completion_mask_cases, outputs=("mask",),
               variants=completion_mask_variants,
-              call=lambda f, case, _: f(case["ids"].clone(), case["prompt_len"], case["end_id"]),
+              call=lambda f, case, _: f(case["ids"].clone(), case["prompt_len"], case["end_id"]), rule=_mask_rule,
               mistakes=("mask_end_excluded", "mask_padding_kept", "mask_prompt_kept", "mask_prompt_off_by_one",
-                        "mask_end_searched_in_prompt"))
+                        "mask_end_searched_in_prompt", "completion_mask_not_bool"))
 
 FunctionCheck("completion_logprobs", cases=_completion_logprobs_cases, outputs=("logprobs", "grad embed"),
               variants=completion_logprobs_variants, call=_logprobs_call,
