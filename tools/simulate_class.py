@@ -729,6 +729,8 @@ def feedback_problems(course, student, assignment):
     page_file = course / "feedback" / student / assignment / f"{assignment}.html"
     if not autograded.exists():
         return []
+    if not page_file.exists():
+        return ["graded, but no feedback page was generated"]
     page = html.unescape(re.sub(r"<[^>]+>", "", page_file.read_text()))
     failed, produced = 0, set()
     for cell in nbformat.read(autograded, as_version=4).cells:
@@ -779,7 +781,9 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
     failed = set(re.findall(r"error processing assignment '[^']*' for student '([^']*)'", output))
     if failed - ({"invalid_json"} & set(kinds)) or (proc.returncode != 0) != bool(failed):
         mismatches.append(f"autograde rc={proc.returncode}, failed for {sorted(failed)}:\n{output[-3000:]}")
-    nbgrader(course, "generate_feedback", "*", check=False)
+    proc = nbgrader(course, "generate_feedback", "*", check=False)
+    if proc.returncode != 0:
+        mismatches.append(f"generate_feedback rc={proc.returncode}:\n{(proc.stdout + proc.stderr)[-3000:]}")
     nbgrader(course, "export")
     timings["total_s"] = time.perf_counter() - started
     book, exported = read_gradebook(course), read_export(course)
