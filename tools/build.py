@@ -432,13 +432,14 @@ def build_notebook(name, edition, lang="zh"):
     translations = english(name) if lang == EN else {}
     number = name.split("_")[0]
     out, seen_ids, setup_done = [], set(), False
-    for cell in cells:
+    for position, cell in enumerate(cells):
         meta = dict(cell.metadata)
         tags = meta.get("tags", [])
         if any(EDITION_TAGS[t] != edition for t in tags):
             continue
         body = cell.source.strip("\n")
-        position = len(out)
+        # numbered by the lesson's cells, not the edition's: a cell keeps its id in every edition, and a cell of one
+        # edition only takes no id of the other (nbgrader restores a submission's cells by id)
         locked_id = f"{number}_cell_{position}"
         if cell.cell_type == "markdown":
             nb_cell = nbformat.v4.new_markdown_cell(translations.get(body, body), id=locked_id)

@@ -594,10 +594,10 @@ def make_submission(kind, info):
         return Submission(nb, fails | (_first_check_after(info, first) if patches else set()))
     if kind == "tamper_one_exercise":
         return _tamper_one_exercise(info, perfect)
-    if kind == "import_reference":  # later exercises that call the reference fail the run-time guard
+    if kind == "import_reference":  # later checks whose object calls the reference fail the run-time guard
         nb = copy.deepcopy(perfect)
         nb.cells[first].source = f"from solutions import {', '.join(first_names)}"
-        checked = {g for g, needs in info.needs.items() if needs & set(first_names) and _checks_in(info, g)}
+        checked = {g for g, judged in info.judged.items() if judged & set(first_names)}
         return Submission(nb, _failing(info, [], voided=first) | checked)
     if kind.startswith("idioms_"):
         return _idioms(info, perfect, int(kind.removeprefix("idioms_")))
@@ -760,7 +760,7 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
     started = time.perf_counter()
     setup_course(course, assignments, source_dir, timeout)
     infos = {a: analyse(a, source_dir) for a in assignments}
-    expected, diagnoses = {}, {}
+    expected, diagnoses, cell_counts = {}, {}, {}
     roster = course / "roster.csv"  # one `nbgrader db student import` for the whole class
     roster.write_text("id,first_name,last_name\n" + "".join(f"{s},sim,{s}\n" for s in kinds))
     nbgrader(course, "db", "student", "import", str(roster))
@@ -770,6 +770,9 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
             if sub is None:  # this kind has nothing to hand in for this assignment
                 continue
             hand_in(course, student, a, sub)
+            if isinstance(sub.notebook, nbformat.NotebookNode):  # its cells, and the grade cells nbgrader restores
+                handed_in = {_meta(c).get("grade_id") for c in sub.notebook.cells}
+                cell_counts[(student, a)] = len(sub.notebook.cells) + len(set(infos[a].points) - handed_in)
             expected[(student, a)] = {g: (0.0 if g in sub.fails else p) for g, p in infos[a].points.items()}
             diagnoses[(student, a)] = sub.diagnosis
     timings = {"setup_s": time.perf_counter() - started}
@@ -804,8 +807,9 @@ def simulate(assignments, kinds, source_dir=ROOT / "source", workdir=None, timeo
         mismatches += [f"{student}/{a}/{p}" for p in feedback_problems(course, student, a)]
         graded_nb = course / "autograded" / student / a / f"{a}.ipynb"
         whole = student in ("perfect", "selfstudy_copy", "renamed_notebook") and graded_nb.exists()
-        if whole and len(nbformat.read(graded_nb, as_version=4).cells) != len(infos[a].source.cells):
-            mismatches.append(f"{student}/{a}: graded notebook has other cells than the source (duplicated?)")
+        if whole and len(nbformat.read(graded_nb, as_version=4).cells) != cell_counts[(student, a)]:
+            mismatches.append(f"{student}/{a}: the graded notebook's cells are not the submission's and the grade "
+                              "cells restored (duplicated?)")
         if diagnoses.get((student, a)) and not _feedback_shows(course, student, a, diagnoses[(student, a)]):
             mismatches.append(f"{student}/{a}: feedback does not name the mistake {diagnoses[(student, a)][:60]!r}")
     log(f"{len(kinds)} students x {len(assignments)} assignments graded in {timings['total_s']:.1f} s "
