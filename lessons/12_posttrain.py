@@ -457,7 +457,7 @@ else:
     try:
         dpo_model = copy.deepcopy(model)
         end_id = tokenizer.encode("\n")[0].item()
-        probe = tokenizer.encode(PROMPT + "春风\n")[None, :].to(DEVICE)  # (1, 5): your functions run once before the sampling
+        probe = tokenizer.encode(PROMPT * 2)[None, :].to(DEVICE)  # (1, 4): your functions run once before the sampling
         dpo_loss(*[sequence_logprobs(dpo_model, probe, len(PROMPT), end_id)] * 4, beta=0.1)
         torch.set_num_threads(RUN_THREADS)
         try:

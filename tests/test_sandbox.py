@@ -7,9 +7,11 @@ of a course; each cell prints one line, ``<attack>: <what happened>``. The feedb
 code prints reaches a student) is proven end to end through nbgrader in tests/test_feedback.py.
 """
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -23,6 +25,7 @@ pytestmark = [pytest.mark.slow,  # starts kernels
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is Linux namespaces")]
 
 MARK = f"sandbox-test-{uuid.uuid4().hex[:8]}"  # names the detached process this run leaves, if any
+DETACHED = ["python", "-c", "import time; time.sleep(600)"]  # argv of a process that outlives the notebook, MARK last
 
 # attack name -> cell code; the cell prints "<name>: <outcome>" (an exception's class when blocked)
 ATTACKS = {
@@ -42,8 +45,7 @@ ATTACKS = {
     "network": "socket.create_connection(('127.0.0.1', {port}), timeout=2).close()",
     "see_other_processes": "sorted(int(p) for p in os.listdir('/proc') if p.isdigit())",
     "environment_secrets": "sorted(k for k in os.environ if 'SECRET' in k or k.startswith('NBGRADER_DB'))",
-    "detached_process": ("os.posix_spawn('/bin/sleep', ['sleep', '600', {mark!r}], os.environ, setsid=True)\n"
-                         "'spawned'"),
+    "detached_process": ("os.posix_spawn(sys.executable, DETACHED + [{mark!r}], os.environ, setsid=True)\n'spawned'"),
     "write_scratch": "open('scratch.txt', 'w').write('x')",
     "read_reference": "len(open({reference!r}).read()) > 0",
     "read_system_secrets": "[open(p).read() for p in ('/etc/shadow', '/etc/gshadow') if os.path.exists(p)]",
@@ -75,7 +77,7 @@ def attacked(tmp_path_factory):
                  reference=str(ROOT / "solutions" / "attention.py"),
                  startup=os.path.expanduser("~/.ipython/profile_default/startup/00-planted.py"),
                  port=server.getsockname()[1], mark=MARK)
-    setup = new_code_cell("import os, pathlib, shutil, socket, sqlite3")
+    setup = new_code_cell(f"import os, pathlib, shutil, socket, sqlite3, sys\nDETACHED = {DETACHED!r}")
     nb = new_notebook(cells=[setup] + [new_code_cell(_cell(n, c.format(**paths))) for n, c in ATTACKS.items()])
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     config_before = (ROOT / "nbgrader_config.py").read_bytes()
@@ -155,6 +157,20 @@ def test_a_detached_process_dies_with_its_kernel(attacked):
     assert outcomes["detached_process"] == "'spawned'", outcomes
     left = subprocess.run(["pgrep", "-f", MARK], capture_output=True, text=True).stdout.split()
     assert not left, f"processes left behind: {left}"
+
+
+def test_the_same_detached_process_outside_the_sandbox_lives_on():
+    """The control of the test above: spawned the same way outside a grading kernel, the process is still there
+    for pgrep to find (so an empty pgrep above means the sandbox ended it, not that it never lived)."""
+    mark = f"{MARK}-control"
+    pid = os.posix_spawn(sys.executable, DETACHED + [mark], os.environ, setsid=True)
+    try:
+        time.sleep(1)
+        found = subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True).stdout.split()
+        assert str(pid) in found, f"the control process {pid} is not found: {found}"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def test_the_systems_secrets_read_empty_even_when_root_grades(attacked):
