@@ -101,9 +101,11 @@ THREADS := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1}
 
 # Coverage of grader/ and tutor/ (pytest-cov, with the course's own Python subprocesses): the report
 # lists the lines no test ran, and the run fails below the floor ([tool.coverage.report] fail_under);
-# the 15 slowest tests are listed last (the suite should stay under 15 minutes on 2 cores).
+# the 15 slowest tests are listed last (the suite should stay under 15 minutes on 2 cores). Files are handed to
+# the workers in collection order (--no-loadscope-reorder: xdist would sort them by their number of tests), so
+# the longest files, which tests/conftest.py collects first (LONGEST_FIRST), start at once.
 test: $(STAMP)
-	$(THREADS) $(PY) -m pytest -n auto --dist loadfile --cov --cov-report=term --durations=15
+	$(THREADS) $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder --cov --cov-report=term --durations=15
 
 # The inner loop: everything but the tests marked slow (nbgrader end to end, the class
 # simulation, notebook re-runs, builds in a temporary copy).

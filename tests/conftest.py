@@ -8,7 +8,8 @@ Three rules for the whole suite:
   (PostgreSQL, Dask, a browser, root) fails instead, so CI cannot stay green without running it.
 - **The class tests** (``classroom``: accounts and a JupyterHub) are left out unless asked for.
 - **The longest files first** (``LONGEST_FIRST``): `make test` hands each file whole to one of two workers, in
-  collection order (pytest-xdist ``--dist loadfile``); a ten-minute file collected last would run alone at the end.
+  collection order (pytest-xdist ``--dist loadfile --no-loadscope-reorder``); a ten-minute file handed out last
+  would run alone at the end.
 - **The Chinese edition by default**: a ``COURSE_LANG`` exported in the shell (an English class's instructor's,
   docs/INSTRUCTOR.md) is dropped, so every test starts from the Chinese class and sets the English one itself.
 """
