@@ -9,3 +9,16 @@ def cases(kind):
     """Every ``CASES`` entry of the ``kind`` ("wrong" or "right") modules, in file order."""
     return [case for path in sorted(Path(__file__).parent.glob(f"{kind}_*.py"))
             for case in importlib.import_module(f"{__name__}.{path.stem}").CASES]
+
+
+def realworld_modules():
+    """The real-world modules (``realworld*.py``), in file order. Each lists ``CASES`` (each real difference
+    named); most list ``RIGHT``; those held out before tuning list ``HELD_OUT``, from which their ``CASES`` and
+    ``RIGHT`` are made."""
+    return [importlib.import_module(f"{__name__}.{path.stem}")
+            for path in sorted(Path(__file__).parent.glob("realworld*.py"))]
+
+
+def realworld_entries(attr):
+    """Every entry of the real-world modules' ``attr`` list ("CASES", "RIGHT" or "HELD_OUT"), where they have one."""
+    return [entry for module in realworld_modules() for entry in getattr(module, attr, [])]

@@ -85,13 +85,14 @@ class _AdamW(torch.optim.Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        self._t = 0  # step() calls so far
 
     def _lr(self, group):
         return group["lr"]
 
     @torch.no_grad()
     def step(self):
-        self._t = getattr(self, "_t", 0) + 1  # step() calls so far
+        self._t += 1
         for group in self.param_groups:
             lr, (b1, b2), eps = self._lr(group), group["betas"], group["eps"]
             weight_decay = group["weight_decay"] if self.decay_from_group else self.defaults["weight_decay"]

@@ -142,22 +142,14 @@ VISIBLE_WEAKER = {
 def entries():
     """Every catalogue entry whose check has a graded cell: (label, check, object)."""
     import catalogue
-    from catalogue import (
-        realworld,
-        realworld_backward,
-        realworld_efficiency,
-        realworld_llm,
-        realworld_posttrain,
-        realworld_round3,
-    )
 
     found = [("wrong", c, o) for c, o, _ in catalogue.cases("wrong")]
     found += [("right", c, o) for c, o in catalogue.cases("right")]
-    found += [("realworld", c, o) for c, o, *_ in realworld.CASES + realworld_llm.CASES]
-    found += [("realworld", c, o) for c, o in realworld_llm.RIGHT]
-    found += [("held out", c, o) for c, o, *_ in
-              realworld_round3.HELD_OUT + realworld_backward.HELD_OUT + realworld_efficiency.HELD_OUT
-              + realworld_posttrain.HELD_OUT]
+    for module in catalogue.realworld_modules():
+        if hasattr(module, "HELD_OUT"):
+            found += [("held out", c, o) for c, o, *_ in module.HELD_OUT]
+        else:
+            found += [("realworld", c, o) for c, o, *_ in module.CASES + getattr(module, "RIGHT", [])]
     return [(f"{kind}-{c}-{getattr(o, '__name__', o)}", c, o) for kind, c, o in found if c in visible_cells()]
 
 

@@ -24,14 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import catalogue
-from catalogue import (
-    realworld,
-    realworld_backward,
-    realworld_efficiency,
-    realworld_llm,
-    realworld_posttrain,
-    realworld_round3,
-)
+from catalogue import realworld
 from catalogue.reference import load
 from pipeline_helpers import OVERFLOWS_ON_PURPOSE
 from tools.paths import ANSWER_KEYS, ROOT
@@ -43,10 +36,8 @@ from tutor.engine.report import case_numbers
 from tutor.grading import grade, report
 
 WRONG = catalogue.cases("wrong")
-RIGHT = (catalogue.cases("right") + realworld_llm.RIGHT + realworld_round3.RIGHT + realworld_backward.RIGHT
-         + realworld_efficiency.RIGHT + realworld_posttrain.RIGHT)
-REALWORLD = (realworld.CASES + realworld_llm.CASES + realworld_round3.CASES + realworld_backward.CASES
-             + realworld_efficiency.CASES + realworld_posttrain.CASES)
+RIGHT = catalogue.cases("right") + catalogue.realworld_entries("RIGHT")
+REALWORLD = catalogue.realworld_entries("CASES")
 REFERENCE = load()
 pytestmark = OVERFLOWS_ON_PURPOSE
 
